@@ -1,0 +1,108 @@
+// The shared benchmark harness: a registry of (workload, allocator, threads) entries that the one
+// main() in common/bench/src/main.cpp turns into Google Benchmark runs, a smoke run for the tests,
+// and a fixed-length run for callgrind instruction counts.
+//
+// A step's benchmark is a single .cpp that registers its allocators on the workloads it cares about
+// (see workloads.h) and the peers (see peers.h); it never copies a workload.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace tierpool::bench {
+
+// How long a workload runs. Zero fields mean "the published parameters" (SPEC §3).
+struct RunOptions {
+  int rounds = 0;      // rounds per thread; 0 = the workload's default
+  bool smoke = false;  // tiny run for `make test`: every code path, no meaningful time
+};
+
+// What one run reports: alloc+free pairs done by all threads together, and the wall time of the
+// timed part (set-up such as precomputing random sizes is outside it).
+struct RunResult {
+  std::uint64_t pairs = 0;
+  std::uint64_t wall_ns = 0;
+};
+
+// An open benchmark: it owns the allocator under test for as long as the benchmark runs.
+using Session = std::function<RunResult(const RunOptions&)>;
+
+struct Entry {
+  std::string workload;   // e.g. "shuffle64"
+  std::string allocator;  // e.g. "step05-objectpool", "malloc", "baseline"
+  int threads = 1;
+  std::function<Session()> open;
+
+  std::string Name() const {
+    return workload + "/" + allocator + "/threads:" + std::to_string(threads);
+  }
+};
+
+std::vector<Entry>& Registry();
+
+// Register `Workload` run by `threads` threads against an `Alloc` built from `args` when the
+// benchmark starts and destroyed when it ends (so a pool that dies is part of what is tested).
+template <class Workload, class Alloc, class... Args>
+void Register(std::string allocator, int threads, Args... args) {
+  Registry().push_back(
+      Entry{std::string(Workload::kName), std::move(allocator), threads, [=]() -> Session {
+              auto alloc = std::make_shared<Alloc>(args...);
+              return [alloc, threads](const RunOptions& options) {
+                return Workload::Run(*alloc, threads, options);
+              };
+            }});
+}
+
+template <class Workload, class Alloc, class... Args>
+void RegisterThreads(const std::string& allocator, std::initializer_list<int> threads,
+                     Args... args) {
+  for (int t : threads)
+    Register<Workload, Alloc>(allocator, t, args...);
+}
+
+// Runs body(thread_index) on `threads` new threads released together; returns the wall time from
+// the release to the last thread's end. Thread start-up is outside the timed part.
+template <class Body>
+std::uint64_t RunOnThreads(int threads, Body body) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> workers;
+  workers.reserve(threads);
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire))
+        std::this_thread::yield();
+      body(t);
+    });
+  }
+  while (ready.load() != threads)
+    std::this_thread::yield();
+  auto start = std::chrono::steady_clock::now();
+  go.store(true, std::memory_order_release);
+  for (auto& w : workers)
+    w.join();
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
+}
+
+inline std::uint64_t NowNs() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+// Keeps the compiler from dropping stores into memory it can prove is never read.
+inline void KeepAlive(void* p) {
+  asm volatile("" : : "g"(p) : "memory");
+}
+
+}  // namespace tierpool::bench
