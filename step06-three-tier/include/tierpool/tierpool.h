@@ -79,14 +79,14 @@ using Stats = ::tierpool_stats;
 
 // Never returns nullptr for a serviceable size; returns nullptr (errno ENOMEM) when the OS
 // refuses memory or the size cannot be represented.
-void* ConcurrentAlloc(std::size_t size);
-void ConcurrentFree(void* ptr);
+TIERPOOL_EXPORT void* ConcurrentAlloc(std::size_t size);
+TIERPOOL_EXPORT void ConcurrentFree(void* ptr);
 // Sized free: skips the page-map lookup for small objects. `size` must be the size allocated.
-void ConcurrentFree(void* ptr, std::size_t size);
+TIERPOOL_EXPORT void ConcurrentFree(void* ptr, std::size_t size);
 // Any power-of-two alignment; nullptr + EINVAL otherwise.
-void* ConcurrentAlignedAlloc(std::size_t size, std::size_t alignment);
-std::size_t UsableSize(const void* ptr);
-Stats GetStats();
+TIERPOOL_EXPORT void* ConcurrentAlignedAlloc(std::size_t size, std::size_t alignment);
+TIERPOOL_EXPORT std::size_t UsableSize(const void* ptr);
+TIERPOOL_EXPORT Stats GetStats();
 
 }  // namespace tierpool
 #endif  // __cplusplus
