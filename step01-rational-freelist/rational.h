@@ -4,8 +4,9 @@
 // pops a block, `delete` pushes it back; only when the list is empty do we go to the global
 // allocator, and then for EXPANSION_SIZE blocks at once. The design is the book's (Bulka & Mayhew,
 // "Efficient C++", ch. 6); unlike the published code it frees its nodes through the type they were
-// allocated with, leaves nothing behind in deleteMemPool(), sends a derived class of another size
-// to the global operators, and treats `delete nullptr` as a no-op.
+// allocated with, takes each expansion as one contiguous chunk, leaves nothing behind in
+// deleteMemPool(), sends a derived class of another size to the global operators, and treats
+// `delete nullptr` as a no-op.
 //
 // Not thread-safe: one static list, no lock. That is step04's subject.
 #pragma once
@@ -53,13 +54,14 @@ class Rational {
     freeList = head;
   }
 
-  // The book's pair: pre-fill the list, and give every free block back to the global allocator.
-  // Call deleteMemPool() once every Rational is deleted; a block still in use is not on the list,
-  // so it cannot be given back.
+  // The book's pair: pre-fill the list, and give the memory back to the global allocator.
+  // deleteMemPool() releases everything once every Rational is deleted and returns true; while
+  // any Rational is alive it releases nothing and returns false.
   static void newMemPool() { expandTheFreeList(); }
-  static void deleteMemPool() noexcept;
+  static bool deleteMemPool() noexcept;
 
-  // Adds EXPANSION_SIZE blocks to the list. Throws std::bad_alloc, leaving the list unchanged.
+  // Adds EXPANSION_SIZE blocks, taken from the global allocator in one piece. Throws
+  // std::bad_alloc, leaving the list unchanged.
   static void expandTheFreeList();
 
   // How many blocks are free right now (walks the list: for tests and the chapter, not hot paths).

@@ -35,10 +35,10 @@ namespace {
 // valgrind sees nothing left over).
 class RationalPoolTest : public ::testing::Test {
  protected:
-  void SetUp() override { Rational::deleteMemPool(); }
+  void SetUp() override { ASSERT_TRUE(Rational::deleteMemPool()); }
   void TearDown() override {
     g_array_news_until_failure = -1;
-    Rational::deleteMemPool();
+    EXPECT_TRUE(Rational::deleteMemPool()) << "a test left a Rational alive";
     EXPECT_EQ(Rational::freeListLength(), 0u);
   }
 };
@@ -137,18 +137,36 @@ TEST_F(RationalPoolTest, DerivedClassOfTheSameSizeSharesThePool) {
   EXPECT_EQ(Rational::freeListLength(), std::size_t(Rational::EXPANSION_SIZE));
 }
 
-TEST_F(RationalPoolTest, FailedExpansionThrowsLeaksNothingAndLeavesThePoolUsable) {
-  g_array_news_until_failure = 5;  // the 6th block of the expansion fails
-  EXPECT_THROW(Rational::expandTheFreeList(), std::bad_alloc);
-  EXPECT_EQ(Rational::freeListLength(), 0u);  // the 5 blocks taken went back (memcheck checks)
-
+TEST_F(RationalPoolTest, FailedExpansionThrowsAndLeavesThePoolUsable) {
   g_array_news_until_failure = 0;
+  EXPECT_THROW(Rational::expandTheFreeList(), std::bad_alloc);
+  EXPECT_EQ(Rational::freeListLength(), 0u);
   EXPECT_THROW((void)new Rational(1), std::bad_alloc);
 
   g_array_news_until_failure = -1;
   Rational* r = new Rational(4);
   EXPECT_EQ(r->numerator(), 4);
   delete r;
+}
+
+TEST_F(RationalPoolTest, OneGlobalAllocationPerExpansion) {
+  g_array_news_until_failure = 1;  // the first new[] works, the second throws
+  std::vector<Rational*> objects;
+  for (int i = 0; i < Rational::EXPANSION_SIZE; ++i)
+    objects.push_back(new Rational(i));
+  EXPECT_THROW((void)new Rational(0), std::bad_alloc);  // the 33rd needs a second expansion
+  g_array_news_until_failure = -1;
+  for (Rational* r : objects)
+    delete r;
+}
+
+TEST_F(RationalPoolTest, ExpansionBlocksAreContiguous) {
+  Rational* first = new Rational(0);
+  Rational* second = new Rational(1);
+  EXPECT_EQ(reinterpret_cast<char*>(second) - reinterpret_cast<char*>(first),
+            std::ptrdiff_t(sizeof(Rational)));
+  delete first;
+  delete second;
 }
 
 TEST_F(RationalPoolTest, DeleteMemPoolReturnsEveryFreeBlock) {
@@ -158,11 +176,19 @@ TEST_F(RationalPoolTest, DeleteMemPoolReturnsEveryFreeBlock) {
   for (Rational* r : objects)
     delete r;
   EXPECT_EQ(Rational::freeListLength(), 4u * Rational::EXPANSION_SIZE);
-  Rational::deleteMemPool();
+  EXPECT_TRUE(Rational::deleteMemPool());
   EXPECT_EQ(Rational::freeListLength(), 0u);
   Rational* again = new Rational(5);  // an empty pool simply expands again
   EXPECT_EQ(again->numerator(), 5);
   delete again;
+}
+
+TEST_F(RationalPoolTest, DeleteMemPoolKeepsMemoryWhileARationalLives) {
+  Rational* alive = new Rational(6, 7);
+  EXPECT_FALSE(Rational::deleteMemPool());
+  EXPECT_EQ(alive->numerator(), 6);  // its block was not given back (ASan/valgrind would see it)
+  EXPECT_EQ(Rational::freeListLength(), std::size_t(Rational::EXPANSION_SIZE) - 1);
+  delete alive;
 }
 
 }  // namespace

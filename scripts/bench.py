@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""The benchmark runner behind `make bench`.
+
+For each step it runs every registered (workload, allocator, threads) entry of the step's
+benchmark binary in a process of its own (so peak RSS is that entry's alone), with Google
+Benchmark repetitions, and takes the median ns per alloc+free pair. The rows named `malloc` run
+once per malloc library: glibc as linked, then jemalloc, tcmalloc, mimalloc, tbbmalloc (and
+tierpool's own libtierpool.so once it exists) through LD_PRELOAD. Each run reports which shared
+object really served malloc; a run whose provider is not the library it was meant to measure is
+an error, so a row named "jemalloc" can never be glibc under another name.
+
+Writes, for the steps it ran (rows of other steps are kept):
+  docs/results/results.csv        workload,allocator,threads,ns_per_pair,ratio_vs_glibc,peak_rss_kb
+  docs/results/raw/<step>.json    the Google Benchmark JSON of every run
+  docs/results/instructions.csv   (--instructions) callgrind instructions per pair
+and prints one side-by-side table per workload.
+"""
+import argparse
+import csv
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "docs" / "results"
+RESULTS_CSV = RESULTS / "results.csv"
+INSTRUCTIONS_CSV = RESULTS / "instructions.csv"
+CSV_FIELDS = ["workload", "allocator", "threads", "ns_per_pair", "ratio_vs_glibc", "peak_rss_kb"]
+INSTR_FIELDS = ["workload", "allocator", "instructions_per_pair", "allocator_only_per_pair"]
+
+# The malloc libraries measured by preloading them: row name -> shared object (Debian's names).
+PRELOAD_PEERS = {
+    "jemalloc": "libjemalloc.so.2",
+    "tcmalloc": "libtcmalloc_minimal.so.4",
+    "mimalloc": "libmimalloc.so.2",
+    "tbbmalloc": "libtbbmalloc_proxy.so.2",
+}
+TIERPOOL_PRELOAD = "tierpool-preload"
+
+# Workloads and thread counts that callgrind counts (small fixed runs: two lengths, difference).
+INSTRUCTION_RUNS = {"rational": (20, 120), "shuffle64": (1, 3), "sizes": (1, 3)}
+
+
+def step_id(step_dir):
+    return step_dir.split("-")[0]  # "step05-tls-global" -> "step05"
+
+
+def find_library(soname):
+    """Absolute path of a shared library, or None when it is not installed."""
+    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.strip().startswith(soname + " "):
+            return line.split("=>")[-1].strip()
+    return None
+
+
+def malloc_libraries(build_dir, notes):
+    """[(row name, preload path or None)]: glibc first, then every peer that is installed."""
+    libs = [("glibc", None)]
+    for name, soname in PRELOAD_PEERS.items():
+        path = find_library(soname)
+        if path:
+            libs.append((name, path))
+        else:
+            notes.append(f"skipped {name}: {soname} is not installed (scripts/install-deps.sh bench)")
+    tierpool = build_dir / "step06-three-tier" / "libtierpool.so"
+    if tierpool.exists():
+        libs.append((TIERPOOL_PRELOAD, str(tierpool)))
+    return libs
+
+
+def list_entries(binary):
+    out = subprocess.run([str(binary), "--benchmark_list_tests"], capture_output=True, text=True,
+                         check=True).stdout
+    names = [n.strip() for n in out.splitlines() if n.strip()]
+    # Google Benchmark appends "/manual_time"; the entry name is what precedes it.
+    return [n[: -len("/manual_time")] if n.endswith("/manual_time") else n for n in names]
+
+
+def parse_name(name):
+    workload, allocator, threads = name.split("/")
+    return workload, allocator, int(threads.split(":")[1])
+
+
+def regex_escape(text):
+    """Escapes for Google Benchmark's POSIX regex (Python's re.escape also escapes '-')."""
+    return re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", text)
+
+
+def run_entry(binary, name, repetitions, min_time, preload):
+    """Runs one entry in its own process; returns (median ns/pair, peak RSS KiB, json, provider)."""
+    env = dict(os.environ)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
+        out_path = out.name
+    cmd = [str(binary), f"--benchmark_filter=^{regex_escape(name)}/manual_time$",
+           f"--benchmark_repetitions={repetitions}", f"--benchmark_min_time={min_time}",
+           "--benchmark_format=json", f"--benchmark_out={out_path}",
+           "--benchmark_out_format=json"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    stderr = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{name} exited {proc.returncode}: {stderr.strip()[-500:]}")
+    data = json.loads(Path(out_path).read_text())
+    os.unlink(out_path)
+    samples = [b["ns_per_pair"] for b in data["benchmarks"]
+               if b.get("run_type") == "iteration" and "ns_per_pair" in b]
+    if not samples:
+        raise RuntimeError(f"{name}: no samples in the benchmark output")
+    provider = data.get("context", {}).get("malloc_provider", "unknown")
+    return statistics.median(samples), usage.ru_maxrss, data, provider
+
+
+def check_provider(row, preload, provider):
+    """A preloaded row must really have been served by the preloaded library."""
+    expected = Path(preload).name if preload else "libc.so"
+    if expected not in provider:
+        raise RuntimeError(f"row {row}: malloc was served by {provider}, not {expected}")
+
+
+def load_csv(path, fields):
+    if not path.exists():
+        return []
+    with path.open() as f:
+        return [r for r in csv.DictReader(f) if set(fields) <= set(r)]
+
+
+def write_csv(path, fields, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r[k] for k in fields})
+
+
+def print_table(rows):
+    """One side-by-side table per workload and thread count, fastest first."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["workload"], int(r["threads"])), []).append(r)
+    for (workload, threads), group in groups.items():
+        print(f"\n{workload}  threads={threads}")
+        print(f"  {'allocator':<22} {'ns/pair':>9} {'vs glibc':>9} {'peak RSS':>10}")
+        for r in sorted(group, key=lambda r: float(r["ns_per_pair"])):
+            ratio = f"{float(r['ratio_vs_glibc']):.2f}x" if r["ratio_vs_glibc"] else "-"
+            rss = f"{int(r['peak_rss_kb']) / 1024:.1f} MiB"
+            print(f"  {r['allocator']:<22} {float(r['ns_per_pair']):>9.2f} {ratio:>9} {rss:>10}")
+
+
+def measure_step(build_dir, step, args, notes):
+    binary = build_dir / "bench" / step
+    if not binary.exists():
+        raise SystemExit(f"no benchmark binary {binary}: build the release preset first")
+    entries = list_entries(binary)
+    if args.filter:
+        entries = [e for e in entries if re.search(args.filter, e)]
+    libs = malloc_libraries(build_dir, notes)
+    plan = []
+    for name in entries:
+        workload, allocator, threads = parse_name(name)
+        if allocator == "malloc":
+            plan += [(name, lib, path) for lib, path in libs]
+        else:
+            plan.append((name, allocator, None))
+    rows, raw = [], []
+    started = time.monotonic()
+    for i, (name, row, preload) in enumerate(plan, 1):
+        workload, _, threads = parse_name(name)
+        t0 = time.monotonic()
+        try:
+            ns, rss_kb, data, provider = run_entry(binary, name, args.repetitions, args.min_time,
+                                                   preload)
+            if parse_name(name)[1] == "malloc":
+                check_provider(row, preload, provider)
+        except RuntimeError as e:
+            notes.append(f"FAILED {step} {name} as {row}: {e}")
+            print(f"[{i}/{len(plan)}] {step} {name} as {row}: FAILED ({e})", flush=True)
+            continue
+        data["tierpool_row"] = {"step": step, "allocator": row, "preload": preload}
+        raw.append(data)
+        rows.append({"workload": f"{step_id(step)}/{workload}", "allocator": row,
+                     "threads": threads, "ns_per_pair": f"{ns:.3f}", "peak_rss_kb": rss_kb,
+                     "ratio_vs_glibc": ""})
+        elapsed = time.monotonic() - started
+        print(f"[{i}/{len(plan)}] {step} {workload} T={threads} {row:<18} {ns:9.2f} ns/pair "
+              f"{rss_kb / 1024:7.1f} MiB  ({time.monotonic() - t0:.1f}s, {elapsed:.0f}s so far)",
+              flush=True)
+    glibc = {(r["workload"], r["threads"]): float(r["ns_per_pair"]) for r in rows
+             if r["allocator"] == "glibc"}
+    for r in rows:
+        base = glibc.get((r["workload"], r["threads"]))
+        r["ratio_vs_glibc"] = f"{float(r['ns_per_pair']) / base:.3f}" if base else ""
+    (RESULTS / "raw").mkdir(parents=True, exist_ok=True)
+    (RESULTS / "raw" / f"{step}.json").write_text(json.dumps(raw, indent=1))
+    return rows
+
+
+def callgrind_instructions(binary, name, rounds, preload):
+    env = dict(os.environ)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", str(binary),
+           f"--tierpool_count={name}", f"--tierpool_rounds={rounds}"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip()[-300:])
+    collected = re.search(r"Collected : (\d+)", proc.stderr)
+    pairs = re.search(r"pairs (\d+)", proc.stdout)
+    if not collected or not pairs:
+        raise RuntimeError("no instruction count in callgrind's output")
+    return int(collected.group(1)), int(pairs.group(1))
+
+
+def count_step(build_dir, step, args, notes):
+    """Instructions per pair: two run lengths, the difference divided by the extra pairs."""
+    binary = build_dir / "bench" / step
+    libs = malloc_libraries(build_dir, notes)
+    rows = []
+    for name in list_entries(binary):
+        workload, allocator, threads = parse_name(name)
+        if workload not in INSTRUCTION_RUNS or threads != 1:
+            continue
+        if args.filter and not re.search(args.filter, name):
+            continue
+        short, long_ = INSTRUCTION_RUNS[workload]
+        variants = libs if allocator == "malloc" else [(allocator, None)]
+        for row, preload in variants:
+            try:
+                i1, p1 = callgrind_instructions(binary, name, short, preload)
+                i2, p2 = callgrind_instructions(binary, name, long_, preload)
+            except RuntimeError as e:
+                notes.append(f"callgrind failed for {step} {name} as {row}: {e}")
+                continue
+            per_pair = (i2 - i1) / (p2 - p1)
+            rows.append({"workload": f"{step_id(step)}/{workload}", "allocator": row,
+                         "instructions_per_pair": f"{per_pair:.1f}",
+                         "allocator_only_per_pair": ""})
+            print(f"callgrind {step} {workload:<10} {row:<18} {per_pair:8.1f} instructions/pair",
+                  flush=True)
+    base = {r["workload"]: float(r["instructions_per_pair"]) for r in rows
+            if r["allocator"] == "baseline"}
+    for r in rows:
+        if r["workload"] in base:
+            r["allocator_only_per_pair"] = (
+                f"{float(r['instructions_per_pair']) - base[r['workload']]:.1f}")
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("steps", nargs="*", help="step folders (default: every step)")
+    ap.add_argument("--build", default=str(ROOT / "build" / "release"))
+    ap.add_argument("--repetitions", type=int, default=3)
+    ap.add_argument("--min-time", type=float, default=0.2)
+    ap.add_argument("--filter", help="regex on entry names (workload/allocator/threads:N)")
+    ap.add_argument("--instructions", action="store_true", help="also count with callgrind")
+    ap.add_argument("--no-timing", action="store_true", help="only the callgrind counts")
+    args = ap.parse_args()
+
+    build_dir = Path(args.build)
+    steps = args.steps or sorted(p.name for p in ROOT.glob("step0*") if p.is_dir())
+    steps = [Path(s).name for s in steps]
+    notes = []
+    if not args.no_timing:
+        all_rows = load_csv(RESULTS_CSV, CSV_FIELDS)
+        for step in steps:
+            print(f"== {step}", flush=True)
+            rows = measure_step(build_dir, step, args, notes)
+            # A full run replaces its workloads' rows; a filtered one only the rows it measured.
+            if args.filter:
+                ran = {(r["workload"], r["allocator"], str(r["threads"])) for r in rows}
+                all_rows = [r for r in all_rows
+                            if (r["workload"], r["allocator"], str(r["threads"])) not in ran]
+            else:
+                ran = {r["workload"] for r in rows}
+                all_rows = [r for r in all_rows if r["workload"] not in ran]
+            all_rows += rows
+            write_csv(RESULTS_CSV, CSV_FIELDS, sorted(
+                all_rows, key=lambda r: (r["workload"], int(r["threads"]), r["allocator"])))
+            print_table(rows)
+    if args.instructions or args.no_timing:
+        if not shutil.which("valgrind"):
+            notes.append("skipped instruction counts: valgrind is not installed")
+        else:
+            all_rows = load_csv(INSTRUCTIONS_CSV, INSTR_FIELDS)
+            for step in steps:
+                rows = count_step(build_dir, step, args, notes)
+                ran = {(r["workload"], r["allocator"]) for r in rows}
+                all_rows = [r for r in all_rows if (r["workload"], r["allocator"]) not in ran]
+                all_rows += rows
+                write_csv(INSTRUCTIONS_CSV, INSTR_FIELDS,
+                          sorted(all_rows, key=lambda r: (r["workload"], r["allocator"])))
+    for n in dict.fromkeys(notes):
+        print(f"note: {n}")
+    print(f"\nwrote {RESULTS_CSV.relative_to(ROOT)}")
+    return 1 if any(n.startswith("FAILED") for n in notes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
