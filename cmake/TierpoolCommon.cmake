@@ -69,6 +69,10 @@ if(TIERPOOL_BUILD_BENCHMARKS)
 endif()
 
 find_program(TIERPOOL_VALGRIND valgrind)
+# memcheck as every memcheck.* test runs it: any error or definitely/indirectly lost byte fails.
+set(TIERPOOL_MEMCHECK_COMMAND ${TIERPOOL_VALGRIND} --tool=memcheck --error-exitcode=99
+    --leak-check=full --errors-for-leak-kinds=definite,indirect
+    --show-leak-kinds=definite,indirect --quiet)
 
 # The shared benchmark harness lives once, in common/, and every step links it.
 if(TIERPOOL_BUILD_BENCHMARKS AND NOT TARGET tierpool_bench_harness)
@@ -103,9 +107,7 @@ function(tierpool_add_test name)
                                           ENVIRONMENT "${env}")
   if(TIERPOOL_MEMCHECK AND TIERPOOL_VALGRIND AND NOT T_NO_MEMCHECK)
     add_test(NAME memcheck.${name}
-             COMMAND ${TIERPOOL_VALGRIND} --tool=memcheck --error-exitcode=99 --leak-check=full
-                     --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
-                     --track-origins=no --quiet $<TARGET_FILE:${name}>)
+             COMMAND ${TIERPOOL_MEMCHECK_COMMAND} $<TARGET_FILE:${name}>)
     # Valgrind runs threads one at a time and ~30x slower: stress tests read this and shrink.
     set_tests_properties(memcheck.${name} PROPERTIES LABELS "memcheck;${T_LABELS}"
                          TIMEOUT 900 ENVIRONMENT "${env};TIERPOOL_UNDER_VALGRIND=1")
@@ -128,5 +130,11 @@ function(tierpool_add_benchmark step)
   if(TIERPOOL_BUILD_TESTS)
     add_test(NAME ${step}.bench_smoke COMMAND ${target} --tierpool_smoke)
     set_tests_properties(${step}.bench_smoke PROPERTIES LABELS "unit;bench" TIMEOUT 600)
+    if(TIERPOOL_MEMCHECK AND TIERPOOL_VALGRIND)
+      add_test(NAME memcheck.${step}.bench_smoke
+               COMMAND ${TIERPOOL_MEMCHECK_COMMAND} $<TARGET_FILE:${target}> --tierpool_smoke)
+      set_tests_properties(memcheck.${step}.bench_smoke PROPERTIES LABELS "memcheck;bench"
+                           TIMEOUT 900)
+    endif()
   endif()
 endfunction()

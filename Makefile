@@ -1,0 +1,62 @@
+# tierpool's front door. Two commands do everything on a fresh Debian/Ubuntu machine:
+#   make bench    install what is missing, build Release, run every step's benchmark beside the
+#                 peers, print the side-by-side tables, write docs/results/ (CSV, JSON, plots)
+#   make test     build and run every test: ASan+UBSan, TSan, valgrind memcheck, Release (drop-in
+#                 and preload tests), and every step configured on its own
+# More:
+#   make bench STEP=step05-tls-global     one step (its rows in docs/results/results.csv replaced)
+#   make bench STEP=... FILTER=shuffle64  only the entries whose name matches the regex
+#   make perf STEP=step01-rational-freelist [FILTER=malloc]   perf record + report of a step
+#   make perf-diff A=step01-rational-freelist B=step02-template-pool
+#   make results                          regenerate tables and plots from the last CSV
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+STEP ?=
+FILTER ?=
+REPS ?= 3
+MIN_TIME ?= 0.2
+A ?=
+B ?=
+# Debian's python3 (matplotlib comes from Debian's python3-matplotlib).
+PYTHON := $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+JOBS ?= $(shell nproc)
+
+.PHONY: help deps-build deps-test deps-bench release bench results test perf perf-diff format clean
+
+help:
+	@sed -n '1,16p' Makefile | sed 's/^# \{0,1\}//'
+
+deps-build:
+	@scripts/install-deps.sh build
+deps-test:
+	@scripts/install-deps.sh test
+deps-bench:
+	@scripts/install-deps.sh bench
+
+release: deps-build
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release -j $(JOBS)
+
+bench: deps-bench release
+	@$(PYTHON) scripts/bench.py $(STEP) --repetitions $(REPS) --min-time $(MIN_TIME) \
+	    --instructions $(if $(FILTER),--filter '$(FILTER)')
+	@$(MAKE) --no-print-directory results
+
+results:
+	@$(PYTHON) scripts/results.py
+
+test: deps-test
+	@scripts/test.sh
+
+perf: deps-bench release
+	@scripts/perf.sh record "$(STEP)" "$(FILTER)"
+
+perf-diff: deps-bench release
+	@scripts/perf.sh diff "$(A)" "$(B)"
+
+format:
+	@git ls-files '*.cpp' '*.h' '*.c' | xargs clang-format -i
+
+clean:
+	rm -rf build
