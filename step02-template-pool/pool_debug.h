@@ -1,0 +1,271 @@
+// What a pool tells the memory tools, and what it checks itself in hardened mode.
+//
+// A pool hands out pieces of bigger blocks it got from `operator new`. To ASan and valgrind those
+// big blocks are live the whole time, so a use-after-free inside the pool, or a double free, is
+// invisible to them unless the pool says which pieces are in use:
+//   - ASan (builds with TIERPOOL_ASAN=1): free and not-yet-handed-out memory is poisoned
+//     (ASAN_POISON_MEMORY_REGION); a block is unpoisoned, exactly its requested size, when handed
+//     out.
+//   - valgrind memcheck: every pool is a valgrind "mempool" (VALGRIND_CREATE_MEMPOOL), each block
+//     handed out is VALGRIND_MEMPOOL_ALLOC'd and each block freed VALGRIND_MEMPOOL_FREE'd. The pool
+//     asks once whether it runs under valgrind, so outside valgrind this costs one predictable
+//     branch.
+//   - Hardened mode (the `Hardened` policy, or every pool when TIERPOOL_HARDENED=1): a ledger of
+//   live
+//     blocks catches double free, a pointer that is not from this pool and (for pools that get a
+//     size back) a free with the wrong size; freed blocks are filled with kFreedByte and checked
+//     when they are handed out again; free-list links are stored XOR-ed with a per-pool secret. Any
+//     of these aborts with a message naming the step, the pool and the pointer.
+//
+// Step 03's pools use this header too.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+#include <unordered_map>
+
+#if TIERPOOL_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+#ifndef TIERPOOL_VALGRIND
+#if __has_include(<valgrind/memcheck.h>)
+#define TIERPOOL_VALGRIND 1
+#else
+#define TIERPOOL_VALGRIND 0
+#endif
+#endif
+#if TIERPOOL_VALGRIND
+#include <valgrind/memcheck.h>
+#endif
+
+namespace step02 {
+
+// Check policies: a pool's last template parameter.
+struct Fast {
+  static constexpr bool kHardened = false;
+};
+struct Hardened {
+  static constexpr bool kHardened = true;
+};
+#if TIERPOOL_HARDENED
+using DefaultChecks = Hardened;
+#else
+using DefaultChecks = Fast;
+#endif
+
+namespace debug {
+
+// The byte a hardened pool fills freed blocks with (after the link).
+inline constexpr unsigned char kFreedByte = 0xDD;
+
+[[noreturn]] inline void Fail(const char* step, const char* pool, const char* what, const void* p) {
+  std::fprintf(stderr, "tierpool %s: %s: %s %p\n", step, pool, what, p);
+  std::fflush(stderr);
+  std::abort();
+}
+
+// The bookkeeping one pool shares with the tools. `Checks` decides whether the hardened ledger
+// exists at all; in the Fast policy everything here compiles to nothing outside ASan builds but
+// the `on_valgrind_` test.
+template <class Checks>
+class BlockTracker {
+ public:
+  constexpr BlockTracker(const char* step, const char* pool) noexcept : step_(step), pool_(pool) {}
+  BlockTracker(const BlockTracker&) = delete;
+  BlockTracker& operator=(const BlockTracker&) = delete;
+  ~BlockTracker() { Stop(); }
+
+  // Called when the pool gets its first memory (not in a constructor, so pools can be
+  // constant-initialized statics). `id` names the pool to valgrind.
+  void Start(const void* id) noexcept {
+    if (started_) return;
+    started_ = true;
+    id_ = id;
+#if TIERPOOL_VALGRIND
+    on_valgrind_ = RUNNING_ON_VALGRIND != 0;
+    if (on_valgrind_) VALGRIND_CREATE_MEMPOOL(id_, 0, 0);
+#endif
+  }
+  // Forgets every block: the pool is about to give its memory back in bulk (then Disown it).
+  void Stop() noexcept {
+    if (!started_) return;
+    started_ = false;
+#if TIERPOOL_VALGRIND
+    if (on_valgrind_) VALGRIND_DESTROY_MEMPOOL(id_);
+#endif
+    if constexpr (Checks::kHardened) live_.clear();
+  }
+
+  // Memory nobody may touch (free, or not handed out yet): ASan-poisoned, valgrind no-access.
+  void Seal(const void* p, std::size_t n) const noexcept {
+    SetAccess(p, n, Access::kNone);
+  }
+  // Memory the pool itself is about to read or write (a link, the fill pattern).
+  void Open(const void* p, std::size_t n) const noexcept {
+    SetAccess(p, n, Access::kDefined);
+  }
+  // `p` (size `n`) leaves the pool: to `operator delete`, or back to a caller's buffer, which
+  // must find it neither poisoned nor marked no-access.
+  void Disown(const void* p, std::size_t n) const noexcept {
+    SetAccess(p, n, Access::kUndefined);
+  }
+
+  // A block of `block` bytes at `p` is handed out for a request of `bytes`.
+  void HandOut(void* p, std::size_t bytes, std::size_t block) {
+    if constexpr (Checks::kHardened) {
+      if (!live_.emplace(p, bytes).second) Fail("block handed out twice:", p);
+    }
+#if TIERPOOL_ASAN
+    ASAN_POISON_MEMORY_REGION(p, block);
+    ASAN_UNPOISON_MEMORY_REGION(p, bytes);
+#endif
+#if TIERPOOL_VALGRIND
+    if (on_valgrind_) [[unlikely]] {
+      VALGRIND_MAKE_MEM_NOACCESS(p, block);
+      VALGRIND_MEMPOOL_ALLOC(id_, p, bytes);
+    }
+#endif
+    (void)p, (void)bytes, (void)block;
+  }
+
+  // The caller gives back `p`. Hardened: returns the size it was allocated with, or 0 if `p` is
+  // not a live block (the pool then decides between "double free" and "not from this pool").
+  std::size_t TakeBack(void* p) noexcept {
+    std::size_t bytes = 1;
+    if constexpr (Checks::kHardened) {
+      auto it = live_.find(p);
+      if (it == live_.end()) return 0;
+      bytes = it->second == 0 ? 1 : it->second;
+      live_.erase(it);
+    }
+#if TIERPOOL_VALGRIND
+    if (on_valgrind_) [[unlikely]]
+      VALGRIND_MEMPOOL_FREE(id_, p);
+#endif
+    (void)p;
+    return bytes;
+  }
+
+  // Hardened only: the size `p` was allocated with (0 if it is not live).
+  std::size_t LiveSize(const void* p) const noexcept {
+    if constexpr (Checks::kHardened) {
+      auto it = live_.find(p);
+      return it == live_.end() ? 0 : (it->second == 0 ? 1 : it->second);
+    }
+    return 1;
+  }
+  std::size_t live_blocks() const noexcept {
+    if constexpr (Checks::kHardened) return live_.size();
+    return 0;
+  }
+
+  [[noreturn]] void Fail(const char* what, const void* p) const {
+    debug::Fail(step_, pool_, what, p);
+  }
+  // A free of something that is not a live block: `owned` says whether it lies in the pool.
+  [[noreturn]] void Misfree(const void* p, bool owned) const {
+    Fail(owned ? "double free of" : "free of a pointer not from this pool:", p);
+  }
+
+ private:
+  enum class Access { kNone, kDefined, kUndefined };
+  void SetAccess(const void* p, std::size_t n, Access access) const noexcept {
+#if TIERPOOL_ASAN
+    if (access == Access::kNone) {
+      ASAN_POISON_MEMORY_REGION(p, n);
+    } else {
+      ASAN_UNPOISON_MEMORY_REGION(p, n);
+    }
+#endif
+#if TIERPOOL_VALGRIND
+    if (on_valgrind_) [[unlikely]] {
+      if (access == Access::kNone) {
+        VALGRIND_MAKE_MEM_NOACCESS(p, n);
+      } else if (access == Access::kDefined) {
+        VALGRIND_MAKE_MEM_DEFINED(p, n);
+      } else {
+        VALGRIND_MAKE_MEM_UNDEFINED(p, n);
+      }
+    }
+#endif
+    (void)p, (void)n, (void)access;
+  }
+
+  struct NoLedger {};
+  using Ledger =
+      std::conditional_t<Checks::kHardened, std::unordered_map<const void*, std::size_t>, NoLedger>;
+
+  const char* step_;
+  const char* pool_;
+  const void* id_ = nullptr;
+  bool started_ = false;
+  bool on_valgrind_ = false;
+  [[no_unique_address]] Ledger live_{};
+};
+
+// An intrusive LIFO list of free blocks of one size: the book's free list, made honest to the
+// tools. A free block's first bytes hold the link; in hardened mode the link is XOR-ed with a
+// secret (a stray write that looks like a pointer then decodes to garbage and is caught) and the
+// rest of the block holds kFreedByte.
+template <class Checks>
+class FreeList {
+ public:
+  struct Node {
+    Node* next;
+  };
+
+  bool empty() const noexcept { return head_ == nullptr; }
+
+  // Pops a block of `block` bytes, or returns nullptr. Hardened: aborts if the block was written
+  // to while it was free.
+  void* Pop(std::size_t block, const BlockTracker<Checks>& tracker) noexcept {
+    Node* node = head_;
+    if (node == nullptr) return nullptr;
+    if constexpr (Checks::kHardened) {
+      tracker.Open(node, block);
+      const auto* bytes = reinterpret_cast<const unsigned char*>(node);
+      for (std::size_t i = sizeof(Node); i < block; ++i) {
+        if (bytes[i] != kFreedByte) tracker.Fail("block written after it was freed:", node);
+      }
+    } else {
+      tracker.Open(node, sizeof(Node));
+    }
+    head_ = Decode(node->next);
+    return node;
+  }
+
+  void Push(void* p, std::size_t block, const BlockTracker<Checks>& tracker) noexcept {
+    tracker.Open(p, block);
+    if constexpr (Checks::kHardened) std::memset(p, kFreedByte, block);
+    Node* node = static_cast<Node*>(p);
+    node->next = Encode(head_);
+    head_ = node;
+    tracker.Seal(p, block);
+  }
+
+  // Drops every block without touching them (their memory is being given back).
+  void Clear() noexcept { head_ = nullptr; }
+
+ private:
+  Node* Encode(Node* p) const noexcept {
+    if constexpr (Checks::kHardened) {
+      return reinterpret_cast<Node*>(reinterpret_cast<std::uintptr_t>(p) ^ Secret());
+    }
+    return p;
+  }
+  Node* Decode(Node* p) const noexcept { return Encode(p); }
+  std::uintptr_t Secret() const noexcept {
+    // Different for every list and every run (ASLR), and never 0.
+    return (reinterpret_cast<std::uintptr_t>(this) * 0x9E3779B97F4A7C15u) | 1u;
+  }
+
+  Node* head_ = nullptr;
+};
+
+}  // namespace debug
+}  // namespace step02
