@@ -1,0 +1,366 @@
+// The allocator's slow paths: start-up, thread caches coming and going, large and aligned
+// blocks, realloc/calloc, hardened checks and fork.
+#include "allocator.h"
+
+#include <sched.h>
+#include <sys/auxv.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "os.h"
+
+namespace tierpool::TIERPOOL_INTERNAL_NS {
+
+constinit PageMap page_map;
+std::atomic<int> init_state{0};
+__thread ThreadCache* tls_cache TIERPOOL_INITIAL_EXEC = nullptr;
+std::uintptr_t free_list_secret = 0;
+char valgrind_pool_anchor = 0;
+
+namespace {
+
+alignas(Globals) unsigned char globals_storage[sizeof(Globals)];
+
+// Why the calling thread has no cache: never made one, making one right now (a nested call from
+// pthread_setspecific), or already gave it back at exit (a later thread-exit destructor frees).
+enum ThreadState : unsigned char { kNoCache = 0, kCreatingCache = 1, kExited = 2 };
+__thread unsigned char tls_state TIERPOOL_INITIAL_EXEC = kNoCache;
+
+void DestroyThreadCache(void* arg) {
+  auto* tc = static_cast<ThreadCache*>(arg);
+  tls_cache = nullptr;
+  tls_state = kExited;
+  tc->ReleaseAll();
+  Globals& g = G();
+  {
+    SpinLockHolder hold(g.registry_lock);
+    if (tc->registry_prev != nullptr) {
+      tc->registry_prev->registry_next = tc->registry_next;
+    } else {
+      g.registry_head = tc->registry_next;
+    }
+    if (tc->registry_next != nullptr) tc->registry_next->registry_prev = tc->registry_prev;
+    --g.thread_caches;
+  }
+  g.cache_pool.Delete(tc);
+}
+
+[[noreturn]] void ReportBadFree(const void* ptr) {
+  if (!page_map.Owns(ptr)) Fatal("free of a pointer this allocator never returned", ptr);
+  Fatal("double free, or free of a pointer that is not the start of a block", ptr);
+}
+
+// The large span whose block starts at ptr, or nullptr.
+Span* LargeSpanOf(const void* ptr) {
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  if ((address & (kPageSize - 1)) != 0) return nullptr;
+  Span* span = page_map.Get(address >> kPageShift);
+  if (span == nullptr || span->state != SpanState::kLarge ||
+      span->first_page != address >> kPageShift)
+    return nullptr;
+  return span;
+}
+
+void FreeLarge(Span* span) {
+  ToolsOnFree(span->start(), span->bytes());
+  Globals& g = G();
+  g.page_heap.AccountLarge(-static_cast<std::ptrdiff_t>(span->bytes()));
+  g.page_heap.Delete(span);
+}
+
+// Without a thread cache (thread exiting, or the OS refused memory for one): go to the central
+// cache one object at a time.
+void* AllocateUncached(std::uint32_t cl) {
+  void* head;
+  void* tail;
+  if (G().central[cl].RemoveRange(&head, &tail, 1) == 0) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return HandOut(head, cl);
+}
+
+void FreeUncached(void* ptr, std::uint32_t cl) {
+  if constexpr (kHardened) HardenedOnFree(ptr, cl);
+  ToolsOnFree(ptr, ClassSize(cl));
+  FillFreePattern(ptr, ClassSize(cl));
+  StoreNext(ptr, nullptr);
+  G().central[cl].InsertRange(ptr, ptr, 1);
+}
+
+}  // namespace
+
+Globals::Globals() : page_heap(page_map, span_pool) {
+  for (std::uint32_t cl = 1; cl < kNumClasses; ++cl)
+    central[cl].Init(cl, &page_heap, &page_map);
+}
+
+Globals& G() {
+  return *std::launder(reinterpret_cast<Globals*>(globals_storage));
+}
+
+void InitSlow() {
+  int expected = 0;
+  if (init_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    if constexpr (kHardened) {
+      // 16 random bytes the kernel gives every process; no syscall, no allocation.
+      const auto* random = reinterpret_cast<const std::uintptr_t*>(getauxval(AT_RANDOM));
+      free_list_secret = (random ? random[0] : 0) ^ reinterpret_cast<std::uintptr_t>(&expected);
+      free_list_secret |= 1;
+    }
+    ToolsCreatePool();
+    Globals* g = ::new (globals_storage) Globals();
+    pthread_key_create(&g->thread_exit_key, DestroyThreadCache);
+    init_state.store(2, std::memory_order_release);
+    return;
+  }
+  while (init_state.load(std::memory_order_acquire) != 2)
+    sched_yield();
+}
+
+ThreadCache* GetOrCreateCache() {
+  if (tls_cache != nullptr) return tls_cache;
+  if (tls_state != kNoCache) return nullptr;
+  EnsureInit();
+  Globals& g = G();
+  tls_state = kCreatingCache;
+  ThreadCache* tc = g.cache_pool.New();
+  if (tc != nullptr) {
+    {
+      SpinLockHolder hold(g.registry_lock);
+      tc->registry_next = g.registry_head;
+      if (g.registry_head != nullptr) g.registry_head->registry_prev = tc;
+      g.registry_head = tc;
+      ++g.thread_caches;
+    }
+    // May allocate (glibc keeps keys >= 32 in a calloc'ed block): that nested call sees
+    // kCreatingCache and is served without a cache.
+    pthread_setspecific(g.thread_exit_key, tc);
+    tls_cache = tc;
+  }
+  tls_state = kNoCache;
+  return tc;
+}
+
+void* AllocateRefill(ThreadCache* tc, std::uint32_t cl) {
+  void* ptr = tc->FetchFromCentral(cl);
+  if (TIERPOOL_UNLIKELY(ptr == nullptr)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return HandOut(ptr, cl);
+}
+
+void* AllocateSlow(std::size_t size) {
+  if (size > kMaxSmallSize) return AllocateLarge(size, kPageSize);
+  const std::uint32_t cl = SizeToClass(size);
+  if (ThreadCache* tc = GetOrCreateCache()) return AllocateClass(tc, cl);
+  return AllocateUncached(cl);
+}
+
+void* AllocateLarge(std::size_t size, std::size_t alignment) {
+  if (size > kMaxRequest) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  EnsureInit();
+  Globals& g = G();
+  std::size_t pages = (size + kPageSize - 1) >> kPageShift;
+  if (pages == 0) pages = 1;
+  Span* span = alignment > kPageSize
+                   ? g.page_heap.NewAligned(pages, alignment >> kPageShift, SpanState::kLarge)
+                   : g.page_heap.New(pages, SpanState::kLarge);
+  if (span == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  g.page_heap.AccountLarge(static_cast<std::ptrdiff_t>(span->bytes()));
+  ToolsOnAllocate(span->start(), span->bytes());
+  return span->start();
+}
+
+void FreeSlow(void* ptr) {
+  if (ptr == nullptr) return;
+  const std::uint32_t cl = page_map.ClassOf(ptr);
+  if (cl == 0) {
+    Span* span = LargeSpanOf(ptr);
+    if (span == nullptr) ReportBadFree(ptr);
+    FreeLarge(span);
+    return;
+  }
+  if (ThreadCache* tc = GetOrCreateCache()) {
+    PushFree(tc, ptr, cl);
+  } else {
+    FreeUncached(ptr, cl);
+  }
+}
+
+void* AlignedAllocate(std::size_t size, std::size_t alignment) {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (alignment <= alignof(std::max_align_t) / 2)
+    return Allocate(size);  // every class is 8-aligned
+  if (size <= kMaxSmallSize && alignment <= kPageSize) {
+    // Spans start on a page boundary, so a class whose size is a multiple of the alignment
+    // has every object aligned. The first such class at or above the size:
+    for (std::uint32_t cl = SizeToClass(size); cl < kNumClasses; ++cl) {
+      if (ClassSize(cl) % alignment != 0) continue;
+      if (ThreadCache* tc = GetOrCreateCache()) return AllocateClass(tc, cl);
+      return AllocateUncached(cl);
+    }
+  }
+  return AllocateLarge(size, alignment > kPageSize ? alignment : kPageSize);
+}
+
+void* Calloc(std::size_t n, std::size_t size) {
+  std::size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  void* ptr = Allocate(total);
+  if (ptr != nullptr) std::memset(ptr, 0, total);
+  return ptr;
+}
+
+std::size_t UsableSize(const void* ptr) {
+  if (ptr == nullptr) return 0;
+  const std::uint32_t cl = page_map.ClassOf(ptr);
+  if (cl != 0) return ClassSize(cl);
+  const Span* span = LargeSpanOf(ptr);
+  if (span == nullptr) {
+    if constexpr (kHardened) Fatal("usable size of a pointer that is not a live block", ptr);
+    return 0;
+  }
+  return span->bytes();
+}
+
+void* Realloc(void* ptr, std::size_t size) {
+  if (ptr == nullptr) return Allocate(size);
+  if (size > kMaxRequest) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const std::uint32_t cl = page_map.ClassOf(ptr);
+  std::size_t old_usable;
+  if (cl != 0) {
+    // Stay in place only within the same class: a later sized free with the new size must find
+    // the class the block really lives in.
+    if (size <= kMaxSmallSize && SizeToClass(size) == cl) return ptr;
+    old_usable = ClassSize(cl);
+  } else {
+    const Span* span = LargeSpanOf(ptr);
+    if (span == nullptr) ReportBadFree(ptr);
+    old_usable = span->bytes();
+    // A large block shrinks in place down to half its pages (never into class range).
+    if (size > kMaxSmallSize && size <= old_usable && size >= old_usable / 2) return ptr;
+  }
+  void* fresh = Allocate(size);
+  if (fresh == nullptr) return nullptr;  // errno is ENOMEM, ptr untouched
+  std::memcpy(fresh, ptr, size < old_usable ? size : old_usable);
+  Free(ptr);
+  return fresh;
+}
+
+void FlushThreadCache() {
+  if (tls_cache != nullptr) tls_cache->ReleaseAll();
+}
+
+// --- Hardened checks ------------------------------------------------------------------------
+
+#if TIERPOOL_HARDENED
+namespace {
+struct ObjectSlot {
+  Span* span;
+  std::size_t index;
+};
+
+ObjectSlot SlotOf(void* ptr, std::uint32_t cl, bool freeing) {
+  if (!page_map.Owns(ptr)) Fatal("free of a pointer this allocator never returned", ptr);
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  Span* span = page_map.Get(address >> kPageShift);
+  if (span == nullptr || span->state != SpanState::kSmall) ReportBadFree(ptr);
+  if (span->size_class != cl) {
+    if (freeing) Fatal("sized free with a size that does not match the allocation", ptr);
+    Fatal("heap corrupted: a free list leads into a span of another class", ptr);
+  }
+  const std::size_t offset = address - reinterpret_cast<std::uintptr_t>(span->start());
+  const std::size_t size = ClassSize(cl);
+  if (offset % size != 0 || offset / size >= kClasses[cl].objects) {
+    Fatal("free of a pointer inside a block, not at its start", ptr);
+  }
+  return ObjectSlot{span, offset / size};
+}
+}  // namespace
+
+void HardenedOnAllocate(void* ptr, std::uint32_t cl) {
+  if (!FreePatternIntact(ptr, ClassSize(cl))) Fatal("block was written after it was freed", ptr);
+  const ObjectSlot slot = SlotOf(ptr, cl, false);
+  const std::uint64_t bit = std::uint64_t{1} << (slot.index % 64);
+  if (slot.span->live[slot.index / 64].fetch_or(bit, std::memory_order_relaxed) & bit) {
+    Fatal("heap corrupted: a free list holds a block that is in use", ptr);
+  }
+}
+
+void HardenedOnFree(void* ptr, std::uint32_t cl_from_size) {
+  const ObjectSlot slot = SlotOf(ptr, cl_from_size, true);
+  const std::uint64_t bit = std::uint64_t{1} << (slot.index % 64);
+  if (!(slot.span->live[slot.index / 64].fetch_and(~bit, std::memory_order_relaxed) & bit)) {
+    Fatal("double free", ptr);
+  }
+}
+#else
+void HardenedOnAllocate(void*, std::uint32_t) {}
+void HardenedOnFree(void*, std::uint32_t) {}
+#endif
+
+// --- Fork -----------------------------------------------------------------------------------
+// Every lock, always in this order: registry, central lists by class, page heap, span pool,
+// cache pool, metadata arena. No code path takes them in another order.
+
+void ForkPrepare() {
+  EnsureInit();
+  Globals& g = G();
+  g.registry_lock.Lock();
+  for (std::uint32_t cl = 1; cl < kNumClasses; ++cl)
+    g.central[cl].lock().Lock();
+  g.page_heap.lock().Lock();
+  g.span_pool.lock().Lock();
+  g.cache_pool.lock().Lock();
+  Metadata().lock().Lock();
+}
+
+void ForkParent() {
+  Globals& g = G();
+  Metadata().lock().Unlock();
+  g.cache_pool.lock().Unlock();
+  g.span_pool.lock().Unlock();
+  g.page_heap.lock().Unlock();
+  for (std::uint32_t cl = kNumClasses; cl-- > 1;)
+    g.central[cl].lock().Unlock();
+  g.registry_lock.Unlock();
+}
+
+void ForkChild() {
+  Globals& g = G();
+  Metadata().lock().ResetAfterFork();
+  g.cache_pool.lock().ResetAfterFork();
+  g.span_pool.lock().ResetAfterFork();
+  g.page_heap.lock().ResetAfterFork();
+  for (std::uint32_t cl = kNumClasses; cl-- > 1;)
+    g.central[cl].lock().ResetAfterFork();
+  // Only the forking thread lives on in the child. The other threads' caches may have been
+  // mid-update when fork happened, so their objects are abandoned, not reused; the registry
+  // keeps just this thread's cache.
+  ThreadCache* mine = tls_cache;
+  g.registry_head = mine;
+  g.thread_caches = mine != nullptr ? 1 : 0;
+  if (mine != nullptr) mine->registry_next = mine->registry_prev = nullptr;
+  g.registry_lock.ResetAfterFork();
+}
+
+}  // namespace tierpool::TIERPOOL_INTERNAL_NS

@@ -1,0 +1,161 @@
+#include "central_cache.h"
+
+#include "memory_tools.h"
+#include "page_heap.h"
+#include "page_map.h"
+
+namespace tierpool::TIERPOOL_INTERNAL_NS {
+
+void CentralFreeList::Init(std::uint32_t size_class, PageHeap* page_heap, PageMap* page_map) {
+  size_class_ = size_class;
+  object_size_ = kClasses[size_class].size;
+  batch_ = kClasses[size_class].batch;
+  max_slots_ = kClasses[size_class].transfer_slots;
+  page_heap_ = page_heap;
+  page_map_ = page_map;
+}
+
+int CentralFreeList::RemoveRange(void** head, void** tail, int n) {
+  lock_.Lock();
+  if (n == batch_ && used_slots_ > 0) {
+    const Batch& batch = slots_[--used_slots_];
+    *head = batch.head;
+    *tail = batch.tail;
+    free_objects_.fetch_sub(static_cast<std::size_t>(n), std::memory_order_relaxed);
+    out_objects_.fetch_add(static_cast<std::size_t>(n), std::memory_order_relaxed);
+    lock_.Unlock();
+    return n;
+  }
+  int got = FetchFromSpansLocked(head, tail, n);
+  while (got == 0) {
+    // No span has objects left: get one from the page heap without holding our lock (the page
+    // heap may map memory), then try again (another thread may have refilled us meanwhile).
+    lock_.Unlock();
+    Span* span = NewSpan();
+    lock_.Lock();
+    if (span == nullptr) break;
+    spans_.PushFront(span);
+    span->in_central_list = true;
+    free_objects_.fetch_add(kClasses[size_class_].objects, std::memory_order_relaxed);
+    got = FetchFromSpansLocked(head, tail, n);
+  }
+  lock_.Unlock();
+  return got;
+}
+
+void CentralFreeList::InsertRange(void* head, void* tail, int n) {
+  lock_.Lock();
+  free_objects_.fetch_add(static_cast<std::size_t>(n), std::memory_order_relaxed);
+  out_objects_.fetch_sub(static_cast<std::size_t>(n), std::memory_order_relaxed);
+  if (n == batch_ && used_slots_ < max_slots_) {
+    slots_[used_slots_++] = Batch{head, tail};
+    lock_.Unlock();
+    return;
+  }
+  Span* emptied = nullptr;
+  ReleaseToSpansLocked(head, n, &emptied);
+  lock_.Unlock();
+  ReturnSpans(emptied);
+}
+
+int CentralFreeList::FetchFromSpansLocked(void** head, void** tail, int n) {
+  void* first = nullptr;
+  void* last = nullptr;
+  int got = 0;
+  while (got < n) {
+    Span* span = spans_.first();
+    if (span == nullptr) break;
+    while (got < n) {
+      void* object;
+      if (span->free_list != nullptr) {
+        object = span->free_list;
+        span->free_list = LoadNext(object);
+      } else if (span->carve_next < span->carve_end) {
+        object = span->carve_next;
+        span->carve_next += object_size_;
+        FillFreePattern(object, object_size_);
+      } else {
+        break;
+      }
+      if (last != nullptr) {
+        StoreNext(last, object);
+      } else {
+        first = object;
+      }
+      last = object;
+      ++span->allocated;
+      ++got;
+    }
+    if (span->free_list == nullptr && span->carve_next >= span->carve_end) {
+      SpanList::Remove(span);
+      span->in_central_list = false;
+    }
+  }
+  if (got > 0) {
+    StoreNext(last, nullptr);
+    free_objects_.fetch_sub(static_cast<std::size_t>(got), std::memory_order_relaxed);
+    out_objects_.fetch_add(static_cast<std::size_t>(got), std::memory_order_relaxed);
+  }
+  *head = first;
+  *tail = last;
+  return got;
+}
+
+// Pushes each object on its span's list; spans whose objects are all back are unlinked and
+// chained through `next` into *emptied, for the page heap (after our lock is dropped).
+void CentralFreeList::ReleaseToSpansLocked(void* head, int n, Span** emptied) {
+  void* object = head;
+  for (int i = 0; i < n; ++i) {
+    void* next = LoadNext(object);
+    Span* span = page_map_->Get(reinterpret_cast<std::uintptr_t>(object) >> kPageShift);
+    StoreNext(object, span->free_list);
+    span->free_list = object;
+    if (--span->allocated == 0) {
+      if (span->in_central_list) SpanList::Remove(span);
+      span->in_central_list = false;
+      free_objects_.fetch_sub(kClasses[size_class_].objects, std::memory_order_relaxed);
+      span->next = *emptied;
+      *emptied = span;
+    } else if (!span->in_central_list) {
+      spans_.PushFront(span);
+      span->in_central_list = true;
+    }
+    object = next;
+  }
+}
+
+Span* CentralFreeList::NewSpan() {
+  const SizeClassInfo& info = kClasses[size_class_];
+  Span* span = page_heap_->New(info.pages, SpanState::kSmall);
+  if (span == nullptr) return nullptr;
+  span->size_class = static_cast<std::uint8_t>(size_class_);
+  span->free_list = nullptr;
+  span->carve_next = span->start();
+  span->carve_end = span->start() + std::size_t{info.objects} * info.size;
+  span->allocated = 0;
+  span->in_central_list = false;
+#if TIERPOOL_HARDENED
+  for (auto& word : span->live)
+    word.store(0, std::memory_order_relaxed);
+#endif
+  // Every page knows its span and class: free(ptr) of any object finds them in O(1).
+  for (std::uintptr_t page = span->first_page; page <= span->last_page(); ++page) {
+    page_map_->Set(page, span);
+    page_map_->SetClass(page, size_class_);
+  }
+  MarkUnusable(span->start(), span->bytes());
+  return span;
+}
+
+void CentralFreeList::ReturnSpans(Span* emptied) {
+  while (emptied != nullptr) {
+    Span* span = emptied;
+    emptied = span->next;
+    for (std::uintptr_t page = span->first_page; page <= span->last_page(); ++page)
+      page_map_->SetClass(page, 0);
+    MarkUnusable(span->start(), span->bytes());
+    page_heap_->Delete(span);
+  }
+}
+
+}  // namespace tierpool::TIERPOOL_INTERNAL_NS

@@ -1,0 +1,71 @@
+// CentralFreeList: the middle tier, one per size class, one lock each.
+//
+//   transfer slots   [batch][batch][ ]...   whole batches, moved to and from thread caches in O(1)
+//   spans            span <-> span <-> ...  spans of this class with objects left to hand out
+//
+// A thread cache asks for or returns a batch of objects linked through their first words. A
+// full batch goes into / comes out of a transfer slot: one lock, no object touched. Anything
+// else (a partial batch, or slots full / empty) goes through the spans: each object returned is
+// pushed on its span's list (page map lookup), and a span whose objects have all come back goes
+// to the page heap. Fresh spans are carved lazily, so their pages are touched only when used.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "config.h"
+#include "size_class.h"
+#include "span.h"
+#include "spinlock.h"
+
+namespace tierpool::TIERPOOL_INTERNAL_NS {
+
+class PageHeap;
+class PageMap;
+
+class alignas(64) CentralFreeList {
+ public:
+  static constexpr int kMaxTransferSlots = 16;
+
+  CentralFreeList() = default;
+  CentralFreeList(const CentralFreeList&) = delete;
+  CentralFreeList& operator=(const CentralFreeList&) = delete;
+  void Init(std::uint32_t size_class, PageHeap* page_heap, PageMap* page_map);
+
+  // Up to `n` objects as a list [*head .. *tail], tail's link null. Returns how many (0 only
+  // when the OS refuses memory).
+  int RemoveRange(void** head, void** tail, int n);
+  // Takes back `n` objects linked from head to tail.
+  void InsertRange(void* head, void* tail, int n);
+
+  // Objects free in this tier (slots, span lists, never-carved tails) and handed out of it.
+  std::size_t FreeObjects() const { return free_objects_.load(std::memory_order_relaxed); }
+  std::size_t OutObjects() const { return out_objects_.load(std::memory_order_relaxed); }
+  SpinLock& lock() { return lock_; }
+
+ private:
+  int FetchFromSpansLocked(void** head, void** tail, int n);
+  void ReleaseToSpansLocked(void* head, int n, Span** emptied);
+  Span* NewSpan();
+  void ReturnSpans(Span* emptied);
+
+  SpinLock lock_;
+  std::uint32_t size_class_ = 0;
+  std::uint32_t object_size_ = 0;
+  int batch_ = 0;
+  int max_slots_ = 0;
+  int used_slots_ = 0;
+  struct Batch {
+    void* head;
+    void* tail;
+  };
+  Batch slots_[kMaxTransferSlots] = {};
+  SpanList spans_;  // spans with objects to hand out
+  PageHeap* page_heap_ = nullptr;
+  PageMap* page_map_ = nullptr;
+  std::atomic<std::size_t> free_objects_{0};
+  std::atomic<std::size_t> out_objects_{0};
+};
+
+}  // namespace tierpool::TIERPOOL_INTERNAL_NS

@@ -1,0 +1,71 @@
+// Build-wide constants and switches of the three-tier allocator.
+//
+// Two build options change the code (never the API):
+//   TIERPOOL_HARDENED=1   double free, foreign pointers and wrong sizes abort with a message naming
+//                         the pointer; freed blocks are filled with a pattern that is checked on
+//                         reuse; free-list links are XOR-ed with a per-process secret.
+//   TIERPOOL_VALGRIND=1   memcheck client requests: blocks are a valgrind mempool, free and
+//                         not-yet-handed-out memory is NOACCESS.
+// An ASan build (TIERPOOL_ASAN) poisons free and not-yet-handed-out memory as well.
+//
+// TIERPOOL_INTERNAL_NS names the namespace of everything internal, so a second variant of the
+// allocator (the hardened one, for the benchmark table) can live in the same binary.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#ifndef TIERPOOL_HARDENED
+#define TIERPOOL_HARDENED 0
+#endif
+#ifndef TIERPOOL_VALGRIND
+#define TIERPOOL_VALGRIND 0
+#endif
+#ifndef TIERPOOL_ASAN
+#define TIERPOOL_ASAN 0
+#endif
+#ifndef TIERPOOL_INTERNAL_NS
+#define TIERPOOL_INTERNAL_NS internal
+#endif
+
+#define TIERPOOL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TIERPOOL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TIERPOOL_ALWAYS_INLINE inline __attribute__((always_inline))
+#define TIERPOOL_NOINLINE __attribute__((noinline))
+// The thread-cache pointer is read with one %fs-relative load: no __tls_get_addr, no TLS guard.
+#define TIERPOOL_INITIAL_EXEC __attribute__((tls_model("initial-exec")))
+
+namespace tierpool::TIERPOOL_INTERNAL_NS {
+
+inline constexpr bool kHardened = TIERPOOL_HARDENED != 0;
+
+// Pages are the unit of the page heap and the page map (not the OS page size).
+inline constexpr int kPageShift = 13;
+inline constexpr std::size_t kPageSize = std::size_t{1} << kPageShift;  // 8 KiB
+
+// Largest size served from a size class; larger requests are whole spans.
+inline constexpr std::size_t kMaxSmallSize = 256 * 1024;
+
+// User addresses on x86-64 Linux (4-level paging) fit in 47 bits; the page map covers 48.
+inline constexpr int kAddressBits = 48;
+inline constexpr int kPageNumberBits = kAddressBits - kPageShift;  // 35
+
+// The OS hands out memory in regions of this alignment and granularity (a huge page).
+inline constexpr int kRegionShift = 21;
+inline constexpr std::size_t kRegionSize = std::size_t{1} << kRegionShift;  // 2 MiB
+// Each growth of the heap maps at least this much address space (virtual, not resident).
+inline constexpr std::size_t kMinGrowBytes = 32 * std::size_t{1} << 20;
+
+// Per-thread byte budget: the lists of one thread cache may together hold at most this much.
+inline constexpr std::size_t kThreadCacheBudget = 4 * std::size_t{1} << 20;
+// Longest a single thread-cache list may grow.
+inline constexpr std::uint32_t kMaxListLength = 8192;
+
+// Free spans kept backed by memory before the page heap gives pages back to the OS with
+// madvise: at least this much, or an eighth of what is in use, whichever is larger.
+inline constexpr std::size_t kMinBackedFreeBytes = 16 * std::size_t{1} << 20;
+
+// Largest request we try to serve; anything bigger is ENOMEM without asking the OS.
+inline constexpr std::size_t kMaxRequest = std::size_t{1} << 46;
+
+}  // namespace tierpool::TIERPOOL_INTERNAL_NS

@@ -1,0 +1,164 @@
+// What the allocator tells ASan and valgrind, and how it reads and writes the free-list link that
+// lives in the first word of every free object.
+//
+// Without this, a use-after-free inside the allocator is invisible to both tools: to them a free
+// object is ordinary, addressable memory. With it:
+//   - ASan (TIERPOOL_ASAN): free and never-handed-out memory is poisoned; the allocator's own
+//     link reads and writes are exempt from instrumentation.
+//   - valgrind (TIERPOOL_VALGRIND): every block is a mempool chunk (MEMPOOL_ALLOC/FREE), so
+//     memcheck reports invalid accesses and leaks of pool blocks; free memory is NOACCESS and the
+//     link is made accessible just for the allocator's read or write.
+// In a plain release build every function here is a single load or store.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "config.h"
+
+#if TIERPOOL_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+#if TIERPOOL_VALGRIND
+#include <valgrind/memcheck.h>
+#include <valgrind/valgrind.h>
+#endif
+
+namespace tierpool::TIERPOOL_INTERNAL_NS {
+
+#if TIERPOOL_ASAN
+#define TIERPOOL_NO_SANITIZE_ADDRESS __attribute__((no_sanitize("address")))
+#else
+#define TIERPOOL_NO_SANITIZE_ADDRESS
+#endif
+
+// Hardened builds store links XOR-ed with a per-process secret, so a stray write of a plausible
+// pointer into a free object does not steer the allocator anywhere useful.
+extern std::uintptr_t free_list_secret;
+
+TIERPOOL_ALWAYS_INLINE std::uintptr_t EncodeLink(void* next) {
+  if constexpr (kHardened) return reinterpret_cast<std::uintptr_t>(next) ^ free_list_secret;
+  return reinterpret_cast<std::uintptr_t>(next);
+}
+TIERPOOL_ALWAYS_INLINE void* DecodeLink(std::uintptr_t stored) {
+  if constexpr (kHardened) stored ^= free_list_secret;
+  return reinterpret_cast<void*>(stored);
+}
+
+TIERPOOL_ALWAYS_INLINE TIERPOOL_NO_SANITIZE_ADDRESS void* LoadNext(void* object) {
+#if TIERPOOL_VALGRIND
+  VALGRIND_MAKE_MEM_DEFINED(object, sizeof(void*));
+#endif
+  void* next = DecodeLink(*static_cast<std::uintptr_t*>(object));
+#if TIERPOOL_VALGRIND
+  VALGRIND_MAKE_MEM_NOACCESS(object, sizeof(void*));
+#endif
+  return next;
+}
+
+TIERPOOL_ALWAYS_INLINE TIERPOOL_NO_SANITIZE_ADDRESS void StoreNext(void* object, void* next) {
+#if TIERPOOL_VALGRIND
+  VALGRIND_MAKE_MEM_UNDEFINED(object, sizeof(void*));
+#endif
+  *static_cast<std::uintptr_t*>(object) = EncodeLink(next);
+#if TIERPOOL_VALGRIND
+  VALGRIND_MAKE_MEM_NOACCESS(object, sizeof(void*));
+#endif
+}
+
+// Memory that belongs to the allocator (a fresh span, a freed block): users must not touch it.
+TIERPOOL_ALWAYS_INLINE void MarkUnusable(void* start, std::size_t bytes) {
+#if TIERPOOL_ASAN
+  ASAN_POISON_MEMORY_REGION(start, bytes);
+#endif
+#if TIERPOOL_VALGRIND
+  VALGRIND_MAKE_MEM_NOACCESS(start, bytes);
+#endif
+  (void)start;
+  (void)bytes;
+}
+
+// The valgrind mempool every user block belongs to (its handle is this variable's address).
+extern char valgrind_pool_anchor;
+
+TIERPOOL_ALWAYS_INLINE void ToolsCreatePool() {
+#if TIERPOOL_VALGRIND
+  VALGRIND_CREATE_MEMPOOL(&valgrind_pool_anchor, 0, 0);
+#endif
+}
+
+// A block goes to the user: its `bytes` become addressable (contents undefined to memcheck).
+TIERPOOL_ALWAYS_INLINE void ToolsOnAllocate(void* block, std::size_t bytes) {
+#if TIERPOOL_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(block, bytes);
+#endif
+#if TIERPOOL_VALGRIND
+  VALGRIND_MEMPOOL_ALLOC(&valgrind_pool_anchor, block, bytes);
+#endif
+  (void)block;
+  (void)bytes;
+}
+
+// A block comes back from the user: all of it becomes unaddressable until handed out again.
+TIERPOOL_ALWAYS_INLINE void ToolsOnFree(void* block, std::size_t bytes) {
+#if TIERPOOL_VALGRIND
+  VALGRIND_MEMPOOL_FREE(&valgrind_pool_anchor, block);
+#endif
+  MarkUnusable(block, bytes);
+  (void)block;
+  (void)bytes;
+}
+
+// Hardened builds fill freed blocks with this byte (after the link) and check it on reuse, so a
+// write after free is caught the next time the block is handed out.
+inline constexpr unsigned char kFreePattern = 0xfd;
+// Only the first bytes are filled and checked: enough to catch the common stray write without
+// making a debug build touch every byte of a 256 KiB block twice.
+inline constexpr std::size_t kPatternBytes = 512;
+
+TIERPOOL_ALWAYS_INLINE TIERPOOL_NO_SANITIZE_ADDRESS void FillFreePattern(void* block,
+                                                                         std::size_t bytes) {
+  if constexpr (kHardened) {
+    if (bytes <= sizeof(void*)) return;
+    std::size_t n = bytes - sizeof(void*);
+    if (n > kPatternBytes) n = kPatternBytes;
+#if TIERPOOL_VALGRIND
+    VALGRIND_MAKE_MEM_UNDEFINED(static_cast<char*>(block) + sizeof(void*), n);
+#endif
+    auto* p = static_cast<volatile unsigned char*>(block) + sizeof(void*);
+    for (std::size_t i = 0; i < n; ++i)
+      p[i] = kFreePattern;
+#if TIERPOOL_VALGRIND
+    VALGRIND_MAKE_MEM_NOACCESS(static_cast<char*>(block) + sizeof(void*), n);
+#endif
+  }
+  (void)block;
+  (void)bytes;
+}
+
+// True when the pattern written by FillFreePattern is intact.
+TIERPOOL_ALWAYS_INLINE TIERPOOL_NO_SANITIZE_ADDRESS bool FreePatternIntact(void* block,
+                                                                           std::size_t bytes) {
+  if constexpr (kHardened) {
+    if (bytes <= sizeof(void*)) return true;
+    std::size_t n = bytes - sizeof(void*);
+    if (n > kPatternBytes) n = kPatternBytes;
+#if TIERPOOL_VALGRIND
+    VALGRIND_MAKE_MEM_DEFINED(static_cast<char*>(block) + sizeof(void*), n);
+#endif
+    const auto* p = static_cast<const volatile unsigned char*>(block) + sizeof(void*);
+    bool intact = true;
+    for (std::size_t i = 0; i < n; ++i)
+      intact &= p[i] == kFreePattern;
+#if TIERPOOL_VALGRIND
+    VALGRIND_MAKE_MEM_NOACCESS(static_cast<char*>(block) + sizeof(void*), n);
+#endif
+    return intact;
+  }
+  (void)block;
+  (void)bytes;
+  return true;
+}
+
+}  // namespace tierpool::TIERPOOL_INTERNAL_NS

@@ -1,0 +1,96 @@
+#include "os.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+namespace tierpool::TIERPOOL_INTERNAL_NS {
+namespace {
+
+std::atomic<long> map_failure_after{-1};
+
+bool InjectedFailure() {
+  long left = map_failure_after.load(std::memory_order_relaxed);
+  while (left >= 0) {
+    if (left == 0) return true;
+    if (map_failure_after.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) break;
+  }
+  return false;
+}
+
+void WriteAll(const char* text, std::size_t length) {
+  while (length > 0) {
+    const ssize_t n = write(STDERR_FILENO, text, length);
+    if (n <= 0) return;
+    text += n;
+    length -= static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace
+
+void* OsMap(std::size_t bytes, std::size_t alignment) {
+  if (InjectedFailure()) return nullptr;
+  // Over-map by the alignment and trim both ends: mmap itself only promises 4 KiB.
+  const std::size_t padded = bytes + alignment;
+  if (padded < bytes) return nullptr;
+  const int saved_errno = errno;
+  void* raw = mmap(nullptr, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  errno = saved_errno;  // a failed mmap is reported as ENOMEM by the caller, nothing else leaks
+  if (raw == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t aligned = (start + alignment - 1) & ~(alignment - 1);
+  if (aligned > start) munmap(raw, aligned - start);
+  const std::uintptr_t end = start + padded;
+  if (end > aligned + bytes)
+    munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
+  return reinterpret_cast<void*>(aligned);
+}
+
+void OsRelease(void* start, std::size_t bytes) {
+  const int saved_errno = errno;
+  madvise(start, bytes, MADV_DONTNEED);
+  errno = saved_errno;
+}
+
+void OsUnmap(void* start, std::size_t bytes) {
+  const int saved_errno = errno;
+  munmap(start, bytes);
+  errno = saved_errno;
+}
+
+void Fatal(const char* what, const void* pointer) {
+  char text[256];
+  std::size_t n = 0;
+  auto append = [&](const char* s) {
+    while (*s && n < sizeof(text) - 2)
+      text[n++] = *s++;
+  };
+  append("tierpool (step06-three-tier): ");
+  append(what);
+  if (pointer != nullptr) {
+    append(": pointer 0x");
+    char hex[17];
+    auto value = reinterpret_cast<std::uintptr_t>(pointer);
+    for (int i = 15; i >= 0; --i) {
+      hex[i] = "0123456789abcdef"[value & 15];
+      value >>= 4;
+    }
+    hex[16] = '\0';
+    append(hex);
+  }
+  text[n++] = '\n';
+  WriteAll(text, n);
+  std::abort();
+}
+
+void SetMapFailureAfter(long successes) {
+  map_failure_after.store(successes, std::memory_order_relaxed);
+}
+
+}  // namespace tierpool::TIERPOOL_INTERNAL_NS

@@ -1,0 +1,135 @@
+// Size classes: every small request is rounded up to one of 208 sizes, 8 B .. 256 KiB, with the
+// alignment step growing with the size so that rounding wastes at most ~12 % of a block:
+//
+//     size range          step     classes
+//     (0, 128]            8 B        16
+//     (128, 1 KiB]        16 B       56
+//     (1 KiB, 8 KiB]      128 B      56
+//     (8 KiB, 64 KiB]     1 KiB      56
+//     (64 KiB, 256 KiB]   8 KiB      24
+//
+// Everything is computed at compile time. Size -> class is one table load (the article's perf
+// lesson: computing the class took 15 % of its run time): the index is (size+7)/8 up to 1 KiB and
+// (size+127)/128 + 120 above, so the table has 2169 one-byte entries. Class 0 means "no class".
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "config.h"
+
+namespace tierpool::TIERPOOL_INTERNAL_NS {
+
+inline constexpr int kNumClasses = 209;  // 208 classes + the unused class 0
+
+struct SizeClassInfo {
+  std::uint32_t size;            // object size in bytes
+  std::uint16_t pages;           // pages per span
+  std::uint16_t batch;           // objects moved between a thread cache and the central cache
+  std::uint16_t objects;         // objects per span
+  std::uint16_t transfer_slots;  // batches the central cache keeps ready for thread caches
+};
+
+namespace size_class_detail {
+
+// Objects moved at once between tiers: about 32 KiB worth, 2..128 objects (the article's
+// NumMoveSize, scaled so small objects travel in bigger batches).
+constexpr std::uint16_t BatchFor(std::size_t size) {
+  std::size_t n = (32 * 1024) / size;
+  if (n < 2) n = 2;
+  if (n > 128) n = 128;
+  return static_cast<std::uint16_t>(n);
+}
+
+// Fewest pages such that the tail left over after the last object wastes at most 1/8 of the
+// span, and a span holds at least one batch (so one refill rarely needs two spans).
+constexpr std::uint16_t PagesFor(std::size_t size, std::size_t batch) {
+  for (std::size_t pages = 1;; ++pages) {
+    const std::size_t bytes = pages * kPageSize;
+    if (bytes < size) continue;
+    const bool little_waste = bytes % size <= bytes / 8;
+    const bool holds_a_batch = bytes / size >= batch;
+    if (little_waste && holds_a_batch) return static_cast<std::uint16_t>(pages);
+  }
+}
+
+// Batches kept ready in the central cache per class: up to 128 KiB worth, between 2 and 16.
+// Free objects parked there pin their spans, so this stays small.
+constexpr std::uint16_t TransferSlotsFor(std::size_t size, std::size_t batch) {
+  std::size_t n = (128 * 1024) / (size * batch);
+  if (n < 2) n = 2;
+  if (n > 16) n = 16;
+  return static_cast<std::uint16_t>(n);
+}
+
+constexpr std::array<SizeClassInfo, kNumClasses> MakeClasses() {
+  std::array<SizeClassInfo, kNumClasses> classes{};
+  struct Range {
+    std::size_t limit, step;
+  };
+  constexpr Range kRanges[] = {
+      {128, 8}, {1024, 16}, {8 * 1024, 128}, {64 * 1024, 1024}, {256 * 1024, 8 * 1024}};
+  int cl = 1;
+  std::size_t size = 0;
+  for (const Range& range : kRanges) {
+    while (size < range.limit) {
+      size += range.step;
+      const std::uint16_t batch = BatchFor(size);
+      const std::uint16_t pages = PagesFor(size, batch);
+      classes[cl] = SizeClassInfo{static_cast<std::uint32_t>(size), pages, batch,
+                                  static_cast<std::uint16_t>(pages * kPageSize / size),
+                                  TransferSlotsFor(size, batch)};
+      ++cl;
+    }
+  }
+  return classes;
+}
+
+constexpr std::size_t kIndexEntries = ((kMaxSmallSize + 127) >> 7) + 120 + 1;  // 2169
+
+constexpr std::size_t IndexOf(std::size_t size) {
+  return size <= 1024 ? (size + 7) >> 3 : ((size + 127) >> 7) + 120;
+}
+
+constexpr std::array<std::uint8_t, kIndexEntries> MakeIndex(
+    const std::array<SizeClassInfo, kNumClasses>& classes) {
+  std::array<std::uint8_t, kIndexEntries> index{};
+  // Walk sizes in the coarsest step that still hits every index entry: 8 B below 1 KiB, 128 B
+  // above; each entry gets the first class whose size fits the largest size of that entry.
+  int cl = 1;
+  for (std::size_t i = 0; i < kIndexEntries; ++i) {
+    const std::size_t largest = i <= 128 ? i * 8 : (i - 120) * 128;
+    while (classes[cl].size < largest)
+      ++cl;
+    index[i] = static_cast<std::uint8_t>(cl);
+  }
+  return index;
+}
+
+}  // namespace size_class_detail
+
+inline constexpr std::array<SizeClassInfo, kNumClasses> kClasses = size_class_detail::MakeClasses();
+inline constexpr std::array<std::uint8_t, size_class_detail::kIndexEntries> kClassIndex =
+    size_class_detail::MakeIndex(kClasses);
+
+static_assert(kClasses[kNumClasses - 1].size == kMaxSmallSize);
+static_assert(kClasses[16].size == 128 && kClasses[17].size == 144);
+// Hardened builds keep one bit per object of a span; the smallest class in one page is the most.
+inline constexpr std::size_t kMaxObjectsPerSpan = 1024;
+static_assert([] {
+  for (int cl = 1; cl < kNumClasses; ++cl)
+    if (kClasses[cl].objects > kMaxObjectsPerSpan || kClasses[cl].objects == 0) return false;
+  return true;
+}());
+
+// Class of a small size (size <= kMaxSmallSize). Size 0 gets the 8-byte class, so it returns a
+// unique pointer like any other.
+TIERPOOL_ALWAYS_INLINE std::uint32_t SizeToClass(std::size_t size) {
+  return kClassIndex[size_class_detail::IndexOf(size)];
+}
+TIERPOOL_ALWAYS_INLINE std::size_t ClassSize(std::uint32_t cl) {
+  return kClasses[cl].size;
+}
+
+}  // namespace tierpool::TIERPOOL_INTERNAL_NS

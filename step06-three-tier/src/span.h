@@ -1,0 +1,83 @@
+// Span: a run of contiguous pages, the unit the page heap hands out and takes back.
+//
+// A span is in exactly one of these states:
+//   kFree       in a page-heap free list (backed by memory, or released to the OS)
+//   kReleasing  taken out of the free lists while its pages are given back to the OS (no lock is
+//               held during madvise, so neighbours must not merge with it meanwhile)
+//   kSmall      carved into objects of one size class, owned by the central cache
+//   kLarge      one block handed to the user (a request over 256 KiB, or a big alignment)
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "config.h"
+#include "size_class.h"
+
+namespace tierpool::TIERPOOL_INTERNAL_NS {
+
+enum class SpanState : std::uint8_t { kFree, kReleasing, kSmall, kLarge };
+
+struct Span {
+  std::uintptr_t first_page = 0;
+  std::size_t num_pages = 0;
+  Span* next = nullptr;  // page-heap free list, or the central cache's list of spans with objects
+  Span* prev = nullptr;
+
+  // Small-object spans only (the central cache's lock guards them):
+  void* free_list = nullptr;    // objects that came back, linked through their first word
+  char* carve_next = nullptr;   // objects never handed out start here (carved lazily: a fresh
+  char* carve_end = nullptr;    // span's pages are not touched until its objects are needed)
+  std::uint32_t allocated = 0;  // objects out of the span (in thread caches or with the user)
+  std::uint8_t size_class = 0;
+  bool in_central_list = false;
+
+  SpanState state = SpanState::kFree;
+  bool released = false;  // kFree only: pages given back to the OS
+
+#if TIERPOOL_HARDENED
+  // One bit per object: set while the user holds it. Catches double free exactly.
+  std::atomic<std::uint64_t> live[kMaxObjectsPerSpan / 64] = {};
+#endif
+
+  char* start() const {
+    return reinterpret_cast<char*>(first_page << kPageShift);
+  }
+  std::size_t bytes() const {
+    return num_pages << kPageShift;
+  }
+  std::uintptr_t last_page() const {
+    return first_page + num_pages - 1;
+  }
+};
+
+// Intrusive doubly linked list of spans with a sentinel.
+class SpanList {
+ public:
+  SpanList() { head_.next = head_.prev = &head_; }
+  SpanList(const SpanList&) = delete;
+  SpanList& operator=(const SpanList&) = delete;
+
+  bool empty() const { return head_.next == &head_; }
+  Span* first() { return empty() ? nullptr : head_.next; }
+  void PushFront(Span* span) {
+    span->next = head_.next;
+    span->prev = &head_;
+    head_.next->prev = span;
+    head_.next = span;
+  }
+  static void Remove(Span* span) {
+    span->prev->next = span->next;
+    span->next->prev = span->prev;
+    span->next = span->prev = nullptr;
+  }
+  // Iteration: for (Span* s = list.begin(); s != list.end(); s = s->next)
+  Span* begin() { return head_.next; }
+  Span* end() { return &head_; }
+
+ private:
+  Span head_;
+};
+
+}  // namespace tierpool::TIERPOOL_INTERNAL_NS

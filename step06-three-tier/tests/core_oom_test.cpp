@@ -1,0 +1,123 @@
+// Out of memory: when the OS refuses, every entry point returns NULL with errno ENOMEM, nothing
+// is corrupted, and the allocator works again once memory is back. Two ways to refuse: a hook
+// that makes the allocator's mmap fail (works under every tool), and a real address-space limit
+// (setrlimit(RLIMIT_AS)) in a forked child.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core_test_util.h"
+#include "os.h"
+#include "tierpool/tierpool.h"
+
+namespace {
+
+using tierpool::internal::SetMapFailureAfter;
+
+struct MapFailure {
+  MapFailure() { SetMapFailureAfter(0); }
+  ~MapFailure() { SetMapFailureAfter(-1); }
+};
+
+TEST(CoreOom, InjectedMapFailureGivesNullAndEnomemThenRecovers) {
+  std::vector<void*> kept;
+  {
+    MapFailure no_more_memory;
+    errno = 0;
+    EXPECT_EQ(tierpool_malloc(std::size_t{1} << 34), nullptr);  // 16 GiB: must map
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(tierpool_aligned_alloc(std::size_t{1} << 30, 1 << 20), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(tierpool_calloc(1 << 16, 1 << 16), nullptr);  // 4 GiB
+    EXPECT_EQ(errno, ENOMEM);
+    void* small = tierpool_malloc(64);
+    if (small != nullptr) {  // served from memory already mapped: fine
+      errno = 0;
+      EXPECT_EQ(tierpool_realloc(small, std::size_t{1} << 34), nullptr);
+      EXPECT_EQ(errno, ENOMEM);
+      kept.push_back(small);
+    }
+    // Use up what is mapped: sooner or later a request needs the OS and fails cleanly.
+    bool saw_enomem = false;
+    for (int i = 0; i < 100000 && !saw_enomem; ++i) {
+      errno = 0;
+      void* p = tierpool_malloc(48 * 1024);
+      if (p == nullptr) {
+        EXPECT_EQ(errno, ENOMEM);
+        saw_enomem = true;
+      } else {
+        std::memset(p, 1, 48 * 1024);
+        kept.push_back(p);
+      }
+    }
+    EXPECT_TRUE(saw_enomem);
+    // A new thread cannot even get a cache: it is served without one, or refused, cleanly.
+    std::thread([] {
+      void* p = tierpool_malloc(100);
+      if (p != nullptr) tierpool_free(p);
+    }).join();
+  }
+  for (void* p : kept)
+    tierpool_free(p);
+  // Memory is back: everything works, big and small.
+  void* big = tierpool_malloc(std::size_t{64} << 20);
+  ASSERT_NE(big, nullptr);
+  std::memset(big, 2, 4096);
+  tierpool_free(big);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 10000; ++i) {
+    blocks.push_back(tierpool_malloc(static_cast<std::size_t>(i % 3000)));
+    ASSERT_NE(blocks.back(), nullptr);
+  }
+  for (void* p : blocks)
+    tierpool_free(p);
+}
+
+TEST(CoreOom, AddressSpaceLimitInAChild) {
+  if (core_test::UnderValgrind() || core_test::UnderSanitizer()) {
+    GTEST_SKIP() << "valgrind and the sanitizers reserve address space of their own";
+  }
+  tierpool_free(tierpool_malloc(16));  // initialized before the limit
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const rlim_t limit = core_test::VirtualBytes() + (256u << 20);
+    const rlimit rl{limit, limit};
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(10);
+    std::vector<void*> kept;
+    kept.reserve(100000);
+    int refused = 0;
+    for (int i = 0; i < 100000 && refused == 0; ++i) {
+      errno = 0;
+      void* p = tierpool_malloc((i % 2) ? 1000000 : 30000);
+      if (p == nullptr) {
+        if (errno != ENOMEM) _exit(11);
+        ++refused;
+      } else {
+        std::memset(p, 3, 4096);
+        kept.push_back(p);
+      }
+    }
+    if (refused == 0) _exit(12);
+    for (void* p : kept)
+      tierpool_free(p);
+    void* again = tierpool_malloc(30000);
+    if (again == nullptr) _exit(13);
+    tierpool_free(again);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child crashed";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace

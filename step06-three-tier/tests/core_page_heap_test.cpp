@@ -1,0 +1,99 @@
+// The page heap on its own page map: best fit, split, coalesce, alignment, release to the OS.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "page_heap.h"
+
+namespace {
+
+using namespace tierpool::internal;
+
+PageMap map;  // .bss, shared by the heaps of these tests (each maps its own memory)
+
+struct Heap {
+  FixedPool<Span> spans;
+  PageHeap heap{map, spans};
+};
+
+TEST(PageHeap, SplitsAndCoalescesAdjacentFreeSpans) {
+  auto h = std::make_unique<Heap>();
+  Span* a = h->heap.New(1, SpanState::kLarge);
+  Span* b = h->heap.New(2, SpanState::kLarge);
+  Span* c = h->heap.New(3, SpanState::kLarge);
+  Span* guard = h->heap.New(1, SpanState::kLarge);
+  ASSERT_TRUE(a && b && c && guard);
+  // Best fit from one fresh region: consecutive pages.
+  EXPECT_EQ(b->first_page, a->first_page + 1);
+  EXPECT_EQ(c->first_page, b->first_page + 2);
+  EXPECT_EQ(map.Get(a->first_page), a);
+  EXPECT_EQ(map.Get(c->last_page()), c);
+
+  h->heap.Delete(b);
+  EXPECT_EQ(h->heap.FreeSpansOfLength(2, false), 1u);
+  h->heap.Delete(a);  // merges with b
+  EXPECT_EQ(h->heap.FreeSpansOfLength(2, false), 0u);
+  EXPECT_EQ(h->heap.FreeSpansOfLength(3, false), 1u);
+  h->heap.Delete(c);  // merges with a+b; `guard` keeps it from the untouched rest
+  EXPECT_EQ(h->heap.FreeSpansOfLength(3, false), 0u);
+  EXPECT_EQ(h->heap.FreeSpansOfLength(6, false), 1u);
+
+  // The 6 pages are reused first (best fit among backed spans) and split.
+  Span* d = h->heap.New(4, SpanState::kLarge);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->num_pages, 4u);
+  EXPECT_EQ(h->heap.FreeSpansOfLength(2, false), 1u);
+  h->heap.Delete(d);
+  h->heap.Delete(guard);
+  const PageHeapStats stats = h->heap.Stats();
+  EXPECT_EQ(stats.in_use_bytes, 0u);
+  EXPECT_EQ(stats.free_backed_bytes + stats.free_released_bytes, stats.mapped_bytes);
+}
+
+TEST(PageHeap, AlignedSpansStartOnTheBoundaryAndGiveTheRestBack) {
+  auto h = std::make_unique<Heap>();
+  Span* first = h->heap.New(1, SpanState::kLarge);  // make the next free page unaligned
+  for (std::size_t align : {2u, 8u, 64u, 256u, 1024u}) {
+    Span* s = h->heap.NewAligned(3, align, SpanState::kLarge);
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->first_page % align, 0u) << align;
+    EXPECT_EQ(s->num_pages, 3u);
+    h->heap.Delete(s);
+  }
+  h->heap.Delete(first);
+  EXPECT_EQ(h->heap.Stats().in_use_bytes, 0u);
+}
+
+TEST(PageHeap, LargeRequestsGrowTheHeap) {
+  auto h = std::make_unique<Heap>();
+  Span* big = h->heap.New(50000, SpanState::kLarge);  // ~390 MiB: more than one growth step
+  ASSERT_NE(big, nullptr);
+  EXPECT_GE(h->heap.Stats().mapped_bytes, 50000 * kPageSize);
+  EXPECT_TRUE(map.Owns(big->start()));
+  EXPECT_TRUE(map.Owns(big->start() + big->bytes() - 1));
+  h->heap.Delete(big);
+}
+
+TEST(PageHeap, BackedFreeMemoryBeyondTheLimitGoesBackToTheOs) {
+  auto h = std::make_unique<Heap>();
+  std::vector<Span*> spans;
+  for (int i = 0; i < 64; ++i) {  // 64 MiB, touched so it is really resident
+    Span* s = h->heap.New(128, SpanState::kLarge);
+    ASSERT_NE(s, nullptr);
+    for (std::size_t off = 0; off < s->bytes(); off += 4096)
+      s->start()[off] = 1;
+    spans.push_back(s);
+  }
+  for (Span* s : spans)
+    h->heap.Delete(s);
+  const PageHeapStats stats = h->heap.Stats();
+  EXPECT_LE(stats.free_backed_bytes, kMinBackedFreeBytes);
+  EXPECT_GE(stats.free_released_bytes, 48u << 20);
+  // Released memory is handed out again like any other.
+  Span* again = h->heap.New(4096, SpanState::kLarge);
+  ASSERT_NE(again, nullptr);
+  h->heap.Delete(again);
+}
+
+}  // namespace

@@ -1,0 +1,75 @@
+// The size-class table: every size maps to the smallest class that fits, the table's steps are
+// the article's, and the waste stays within the bounds the chapter quotes.
+#include <gtest/gtest.h>
+
+#include "size_class.h"
+
+namespace {
+
+using namespace tierpool::internal;
+
+TEST(SizeClass, EverySizeMapsToTheSmallestClassThatFits) {
+  for (std::size_t size = 0; size <= kMaxSmallSize; ++size) {
+    const std::uint32_t cl = SizeToClass(size);
+    ASSERT_GE(cl, 1u) << size;
+    ASSERT_LT(cl, static_cast<std::uint32_t>(kNumClasses)) << size;
+    ASSERT_GE(ClassSize(cl), size) << size;
+    if (cl > 1) {
+      ASSERT_LT(ClassSize(cl - 1), size) << size;
+    }
+  }
+}
+
+TEST(SizeClass, SizesIncreaseInTheArticlesSteps) {
+  struct Range {
+    std::size_t limit, step;
+  };
+  const Range ranges[] = {{128, 8}, {1024, 16}, {8192, 128}, {65536, 1024}, {262144, 8192}};
+  std::size_t previous = 0;
+  int cl = 1;
+  for (const Range& r : ranges) {
+    for (; cl < kNumClasses && kClasses[cl].size <= r.limit; ++cl) {
+      EXPECT_EQ(kClasses[cl].size - previous, r.step) << "class " << cl;
+      previous = kClasses[cl].size;
+    }
+  }
+  EXPECT_EQ(cl, kNumClasses);
+  EXPECT_EQ(kNumClasses - 1, 208);
+}
+
+TEST(SizeClass, RoundingWastesAtMostAnEighthAbove64Bytes) {
+  for (std::size_t size = 65; size <= kMaxSmallSize; ++size) {
+    const std::size_t rounded = ClassSize(SizeToClass(size));
+    ASSERT_LE((rounded - size) * 8, rounded) << size;
+  }
+}
+
+TEST(SizeClass, SpanTailWastesAtMostAnEighth) {
+  for (int cl = 1; cl < kNumClasses; ++cl) {
+    const SizeClassInfo& c = kClasses[cl];
+    const std::size_t span = std::size_t{c.pages} * kPageSize;
+    EXPECT_EQ(c.objects, span / c.size) << cl;
+    EXPECT_LE((span - std::size_t{c.objects} * c.size) * 8, span) << cl;
+  }
+}
+
+TEST(SizeClass, BatchesAreBoundedAndFitInASpan) {
+  for (int cl = 1; cl < kNumClasses; ++cl) {
+    const SizeClassInfo& c = kClasses[cl];
+    EXPECT_GE(c.batch, 2) << cl;
+    EXPECT_LE(c.batch, 128) << cl;
+    EXPECT_GE(c.objects, c.batch) << cl;
+    EXPECT_GE(c.transfer_slots, 2) << cl;
+    EXPECT_LE(c.transfer_slots, 16) << cl;
+    if (cl > 1) {
+      EXPECT_LE(c.batch, kClasses[cl - 1].batch) << "batches shrink as sizes grow";
+    }
+  }
+}
+
+TEST(SizeClass, PowerOfTwoSizesAreClassesSoAlignedRequestsStayCheap) {
+  for (std::size_t size = 8; size <= kMaxSmallSize; size *= 2)
+    EXPECT_EQ(ClassSize(SizeToClass(size)), size);
+}
+
+}  // namespace

@@ -1,0 +1,56 @@
+// Helpers shared by the core's tests.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace core_test {
+
+inline bool UnderValgrind() {
+  const char* v = std::getenv("TIERPOOL_UNDER_VALGRIND");
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+inline bool UnderSanitizer() {
+#if defined(TIERPOOL_ASAN) || defined(TIERPOOL_TSAN)
+  return true;
+#else
+  return false;
+#endif
+}
+
+// Loop counts shrink under valgrind (threads run one at a time, ~30x slower) and TSan.
+inline int Scaled(int normal, int tsan, int valgrind) {
+  if (UnderValgrind()) return valgrind;
+#if defined(TIERPOOL_TSAN)
+  return tsan;
+#else
+  (void)tsan;
+  return normal;
+#endif
+}
+
+// Resident set size of this process, from /proc/self/statm.
+inline std::size_t ResidentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long size = 0, resident = 0;
+  if (std::fscanf(f, "%lu %lu", &size, &resident) != 2) resident = 0;
+  std::fclose(f);
+  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+inline std::size_t VirtualBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long size = 0;
+  if (std::fscanf(f, "%lu", &size) != 1) size = 0;
+  std::fclose(f);
+  return size * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace core_test
