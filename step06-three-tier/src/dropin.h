@@ -1,0 +1,214 @@
+// The drop-in semantics: what glibc's malloc family and the C++ allocation operators promise,
+// written once on top of the tierpool C API.
+//
+// malloc_shim.cpp and new_delete.cpp only give these functions the standard names. Keeping the
+// rules here, under names of their own, lets a test exercise every edge case without replacing the
+// process's malloc, so the rules also run under ASan, TSan and valgrind (which bring their own
+// malloc and cannot run beside a replacement).
+//
+// Where glibc and the C standard differ, glibc wins (programs on Linux were tested against it):
+//   realloc(p, 0)      frees p and returns NULL (glibc; C23 leaves it undefined)
+//   memalign(a, n)     a not a power of two is rounded up to one (glibc's implementation)
+//   aligned_alloc(a,n) a not a power of two: NULL + EINVAL (C17 DR 460, glibc >= 2.38)
+// and one deliberate difference: a block of 8 bytes or less is 8-byte aligned, not 16 (nothing of
+// that size needs more; jemalloc and tcmalloc do the same). Everything larger is 16-byte aligned,
+// as glibc and the x86-64 ABI promise.
+#pragma once
+
+#include <errno.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+#include "tierpool/tierpool.h"
+
+namespace tierpool::dropin {
+
+inline constexpr std::size_t kMallocAlignment = 16;  // alignof(max_align_t) on x86-64
+
+inline bool IsPowerOfTwo(std::size_t n) {
+  return n != 0 && (n & (n - 1)) == 0;
+}
+
+// The size classes step by 8 bytes up to 128, so a 24-byte class holds objects 8 bytes apart.
+// A malloc caller may store any 16-byte-aligned type in 24 bytes: rounding every request above
+// 8 bytes to a multiple of 16 lands it in a class whose objects all start 16-byte aligned (a
+// class of size 16k packs its objects at multiples of 16k from a page boundary).
+// Requests too big to round are left alone: the allocator refuses them with ENOMEM.
+inline std::size_t MallocRequest(std::size_t size) {
+  if (size <= 8 || size > SIZE_MAX - (kMallocAlignment - 1)) return size;
+  return (size + kMallocAlignment - 1) & ~(kMallocAlignment - 1);
+}
+
+inline void* Malloc(std::size_t size) {
+  return tierpool_malloc(MallocRequest(size));
+}
+
+inline void Free(void* ptr) {
+  tierpool_free(ptr);
+}
+
+inline void* Calloc(std::size_t count, std::size_t size) {
+  std::size_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return tierpool_calloc(1, MallocRequest(bytes));
+}
+
+inline void* Realloc(void* ptr, std::size_t size) {
+  if (ptr == nullptr) return Malloc(size);
+  if (size == 0) {  // glibc: the block is freed and the caller gets NULL
+    tierpool_free(ptr);
+    return nullptr;
+  }
+  // glibc shrinks in place. So do we, while the block stays at least half used: C callers free
+  // without a size, so the block may keep its larger class (the C++ API's realloc moves it to
+  // the new size's class, for the sake of a later sized free).
+  const std::size_t request = MallocRequest(size);
+  const std::size_t usable = tierpool_usable_size(ptr);
+  if (request <= usable && request >= usable / 2) return ptr;
+  return tierpool_realloc(ptr, request);
+}
+
+inline void* ReallocArray(void* ptr, std::size_t count, std::size_t size) {
+  std::size_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    errno = ENOMEM;  // ptr is left untouched
+    return nullptr;
+  }
+  return Realloc(ptr, bytes);
+}
+
+// `alignment` is a power of two. Alignments malloc already gives take malloc's faster path.
+inline void* AlignedAllocate(std::size_t alignment, std::size_t size) {
+  if (alignment <= 8 || (alignment <= kMallocAlignment && size > 8)) return Malloc(size);
+  return tierpool_aligned_alloc(alignment, size);
+}
+
+inline void* AlignedAlloc(std::size_t alignment, std::size_t size) {
+  if (!IsPowerOfTwo(alignment)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return AlignedAllocate(alignment, size);
+}
+
+// glibc's memalign: an alignment that is no power of two is rounded up to the next one; one too
+// large to round is EINVAL.
+inline void* Memalign(std::size_t alignment, std::size_t size) {
+  constexpr std::size_t kLargestAlignment = SIZE_MAX / 2 + 1;
+  if (alignment > kLargestAlignment) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (!IsPowerOfTwo(alignment)) {
+    alignment = alignment == 0 ? 1 : std::size_t{1} << (64 - __builtin_clzll(alignment));
+  }
+  return AlignedAllocate(alignment, size);
+}
+
+// POSIX: errors are returned, errno is left as it was, and *memptr is written only on success.
+inline int PosixMemalign(void** memptr, std::size_t alignment, std::size_t size) {
+  if (!IsPowerOfTwo(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
+  const int saved_errno = errno;
+  void* block = AlignedAllocate(alignment, size);
+  errno = saved_errno;
+  if (block == nullptr) return ENOMEM;
+  *memptr = block;
+  return 0;
+}
+
+inline std::size_t PageSize() {
+  return static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+inline void* Valloc(std::size_t size) {
+  return AlignedAllocate(PageSize(), size);
+}
+
+// pvalloc rounds the size up to whole pages (0 becomes one page).
+inline void* Pvalloc(std::size_t size) {
+  const std::size_t page = PageSize();
+  std::size_t rounded;
+  if (__builtin_add_overflow(size == 0 ? 1 : size, page - 1, &rounded)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return AlignedAllocate(page, rounded & ~(page - 1));
+}
+
+inline std::size_t UsableSize(const void* ptr) {
+  return ptr == nullptr ? 0 : tierpool_usable_size(ptr);
+}
+
+// --- C++ operator new / delete ------------------------------------------------------------------
+
+// The slow path of every operator new, taken only once the allocator has said no: call the
+// new-handler and retry, for as long as there is one ([new.delete.single]); without one, throw
+// std::bad_alloc, or for the nothrow forms return nullptr (a handler that throws ends the nothrow
+// forms the same way, as libstdc++ does). `alignment` 0 means the default alignment.
+[[gnu::noinline, gnu::cold]] inline void* RetryNew(std::size_t size, std::size_t alignment,
+                                                   bool nothrow) {
+  for (;;) {
+    std::new_handler handler = std::get_new_handler();
+    if (handler == nullptr) {
+      if (nothrow) return nullptr;
+      throw std::bad_alloc();
+    }
+    if (nothrow) {
+      try {
+        handler();
+      } catch (...) {
+        return nullptr;
+      }
+    } else {
+      handler();
+    }
+    void* block = alignment == 0 ? Malloc(size) : AlignedAllocate(alignment, size);
+    if (block != nullptr) return block;
+  }
+}
+
+inline void* OperatorNew(std::size_t size) {
+  void* block = Malloc(size);
+  if (__builtin_expect(block != nullptr, 1)) return block;
+  return RetryNew(size, 0, false);
+}
+
+inline void* OperatorNewNothrow(std::size_t size) noexcept {
+  void* block = Malloc(size);
+  if (__builtin_expect(block != nullptr, 1)) return block;
+  return RetryNew(size, 0, true);
+}
+
+// An alignment that is not a power of two cannot be served: std::bad_alloc (as libstdc++ does),
+// or nullptr for the nothrow form.
+inline void* OperatorNewAligned(std::size_t size, std::size_t alignment) {
+  if (!IsPowerOfTwo(alignment)) throw std::bad_alloc();
+  void* block = AlignedAllocate(alignment, size);
+  if (__builtin_expect(block != nullptr, 1)) return block;
+  return RetryNew(size, alignment, false);
+}
+
+inline void* OperatorNewAlignedNothrow(std::size_t size, std::size_t alignment) noexcept {
+  if (!IsPowerOfTwo(alignment)) return nullptr;
+  void* block = AlignedAllocate(alignment, size);
+  if (__builtin_expect(block != nullptr, 1)) return block;
+  return RetryNew(size, alignment, true);
+}
+
+inline void OperatorDelete(void* ptr) noexcept {
+  tierpool_free(ptr);
+}
+
+// Sized delete passes the size the program asked for, rounded exactly as operator new rounded
+// it, so the allocator can find the size class without a page-map lookup.
+inline void OperatorDeleteSized(void* ptr, std::size_t size) noexcept {
+  tierpool_free_sized(ptr, MallocRequest(size));
+}
+
+}  // namespace tierpool::dropin

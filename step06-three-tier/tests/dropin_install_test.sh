@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# dropin_install_test.sh BUILD_DIR EXAMPLE_DIR
+# What a user does with the package: install the tierpool component of BUILD_DIR into a fresh
+# prefix, build the example consumer project against it with find_package(tierpool) and run its
+# tests (linked shared and static, the C API, and LD_PRELOAD through tierpool::preload), then build
+# a C program with pkg-config alone.
+set -euo pipefail
+build=$1
+example=$2
+work=$(mktemp -d "${TMPDIR:-/tmp}/tierpool-install.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+
+cmake --install "$build" --prefix "$prefix" --component tierpool >"$work/install.log"
+for file in include/tierpool/tierpool.h libtierpool.so libtierpool.a tierpoolConfig.cmake \
+            tierpoolConfigVersion.cmake tierpoolTargets.cmake tierpool.pc; do
+  if [ -z "$(find "$prefix" -path "*$file" -print -quit)" ]; then
+    echo "FAILED: the install has no $file:"
+    cat "$work/install.log"
+    exit 1
+  fi
+done
+echo "installed: $(cd "$prefix" && find . -type f -o -type l | sort | tr '\n' ' ')"
+
+cmake -S "$example" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
+      >"$work/configure.log" || { cat "$work/configure.log"; exit 1; }
+cmake --build "$work/consumer" -j 2 >"$work/build.log" || { cat "$work/build.log"; exit 1; }
+ctest --test-dir "$work/consumer" --output-on-failure
+
+export PKG_CONFIG_PATH
+PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name tierpool.pc -print -quit)")
+libdir=$(pkg-config --variable=libdir tierpool)
+# shellcheck disable=SC2046  # pkg-config's flags are meant to be split
+cc -o "$work/c_via_pkg_config" "$example/main.c" $(pkg-config --cflags --libs tierpool) \
+   -Wl,-rpath,"$libdir"
+"$work/c_via_pkg_config" | head -n 1
+preload=$(pkg-config --variable=preload_library tierpool)
+LD_PRELOAD=$preload "$work/consumer/unaware" | grep libtierpool
+echo "the installed package works with CMake, pkg-config and LD_PRELOAD"
