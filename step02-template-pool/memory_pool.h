@@ -70,18 +70,19 @@ class BlockPool {
     if (p != nullptr) ReturnBlock(p);
   }
 
-  // The two fast paths, for callers that already know the request fits a block.
+  // The two fast paths, for callers that already know the request fits a block. Unwatched, they
+  // are the book's pop and push; the memory tools and the hardened checks take the other branch.
   void* TakeBlock(std::size_t bytes) {
-    void* p = free_.Pop(block_size_, tracker_);
-    if (p == nullptr) [[unlikely]]
-      p = Carve();
-    tracker_.HandOut(p, bytes, block_size_);
-    return p;
+    if (tracker_.watched()) [[unlikely]]
+      return TakeWatchedBlock(bytes);
+    if (void* p = free_.Pop()) [[likely]]
+      return p;
+    return CarveBlock(bytes);
   }
   void ReturnBlock(void* p) noexcept {
-    if (tracker_.TakeBack(p) == 0) [[unlikely]]
-      tracker_.Misfree(p, owns(p));
-    free_.Push(p, block_size_, tracker_);
+    if (tracker_.watched()) [[unlikely]]
+      return ReturnWatchedBlock(p);
+    free_.Push(p);
   }
 
   // Gives every chunk back upstream. Every block this pool handed out becomes invalid.
@@ -89,8 +90,9 @@ class BlockPool {
     tracker_.Stop();
     while (chunks_ != nullptr) {
       Chunk* next = chunks_->next;
-      tracker_.Disown(chunks_, chunks_->bytes);
-      FreeChunk(chunks_);
+      char* begin = chunks_->begin;
+      tracker_.Disown(begin, ChunkBytes(chunks_));
+      FreeChunk(begin);
       chunks_ = next;
     }
     free_.Clear();
@@ -104,11 +106,9 @@ class BlockPool {
   bool owns(const void* p) const noexcept {
     const char* c = static_cast<const char*>(p);
     for (const Chunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next) {
-      const char* first = reinterpret_cast<const char*>(chunk) + FirstBlockOffset();
       // The newest chunk is handed out only up to carve_.
-      const char* end =
-          chunk == chunks_ ? carve_ : reinterpret_cast<const char*>(chunk) + chunk->bytes;
-      if (c >= first && c < end) return std::size_t(c - first) % block_size_ == 0;
+      const char* end = chunk == chunks_ ? carve_ : reinterpret_cast<const char*>(chunk);
+      if (c >= chunk->begin && c < end) return std::size_t(c - chunk->begin) % block_size_ == 0;
     }
     return false;
   }
@@ -118,37 +118,53 @@ class BlockPool {
   std::size_t chunk_count() const noexcept { return chunk_count_; }
 
  private:
-  // Each chunk starts with this header; blocks follow at the first multiple of the block alignment.
+  // A chunk is its blocks, from the first byte `operator new` gave (so already aligned: no
+  // padding), followed by this trailer that links the chunks.
   struct Chunk {
     Chunk* next;
-    std::size_t bytes;
+    char* begin;
   };
+  static_assert(alignof(Chunk) <= alignof(void*), "block sizes are multiples of alignof(void*)");
 
-  std::size_t FirstBlockOffset() const noexcept {
-    return (sizeof(Chunk) + block_align_ - 1) / block_align_ * block_align_;
+  static std::size_t ChunkBytes(const Chunk* chunk) noexcept {
+    return std::size_t(reinterpret_cast<const char*>(chunk) - chunk->begin) + sizeof(Chunk);
+  }
+
+  void* TakeWatchedBlock(std::size_t bytes) {
+    void* p = free_.PopWatched(block_size_, tracker_);
+    if (p == nullptr) return CarveBlock(bytes);
+    tracker_.HandOut(p, bytes, block_size_);
+    return p;
+  }
+  void ReturnWatchedBlock(void* p) noexcept {
+    if (tracker_.TakeBack(p) == 0) [[unlikely]]
+      tracker_.Misfree(p, owns(p));
+    free_.PushWatched(p, block_size_, tracker_);
   }
 
   // The slow path: the next never-used block of the newest chunk, after a new chunk if needed.
-  [[gnu::noinline]] void* Carve() {
+  // The first chunk is also when the pool learns whether memcheck watches it.
+  [[gnu::noinline]] void* CarveBlock(std::size_t bytes) {
     if (carve_ == carve_end_) Expand();
     void* p = carve_;
     carve_ += block_size_;
+    if (tracker_.watched()) tracker_.HandOut(p, bytes, block_size_);
     return p;
   }
 
   void Expand() {
-    const std::size_t offset = FirstBlockOffset();
-    if (next_chunk_blocks_ > (std::numeric_limits<std::size_t>::max() - offset) / block_size_) {
+    if (next_chunk_blocks_ >
+        (std::numeric_limits<std::size_t>::max() - sizeof(Chunk)) / block_size_) {
       throw std::bad_alloc();
     }
-    const std::size_t bytes = offset + next_chunk_blocks_ * block_size_;
-    char* raw = static_cast<char*>(AllocateChunk(bytes));  // throws: nothing changed yet
+    const std::size_t blocks_bytes = next_chunk_blocks_ * block_size_;
+    char* raw = static_cast<char*>(AllocateChunk(blocks_bytes + sizeof(Chunk)));  // may throw
     tracker_.Start(this);
-    chunks_ = ::new (raw) Chunk{chunks_, bytes};
+    chunks_ = ::new (raw + blocks_bytes) Chunk{chunks_, raw};
     ++chunk_count_;
-    carve_ = raw + offset;
-    carve_end_ = raw + bytes;
-    tracker_.Seal(carve_, bytes - offset);
+    carve_ = raw;
+    carve_end_ = raw + blocks_bytes;
+    tracker_.Seal(carve_, blocks_bytes);
     const std::size_t max_blocks = std::max<std::size_t>(kMaxChunkBytes / block_size_, 1);
     next_chunk_blocks_ = std::min(next_chunk_blocks_ * 2, std::max(max_blocks, next_chunk_blocks_));
   }
@@ -230,22 +246,24 @@ class MemoryPool {
 
   void* alloc(std::size_t size = sizeof(T)) noexcept(!Checks::kHardened) {
     if (size > kBlockSize) return nullptr;
-    void* p = free_.Pop(kBlockSize, tracker_);
+    const bool watched = tracker_.watched();
+    void* p = watched ? free_.PopWatched(kBlockSize, tracker_) : free_.Pop();
     if (p == nullptr) {
       if (carved_ == Capacity) return nullptr;
       p = storage_ + carved_ * kBlockSize;
       ++carved_;
     }
     ++in_use_;
-    tracker_.HandOut(p, size, kBlockSize);
+    if (watched) tracker_.HandOut(p, size, kBlockSize);
     return p;
   }
   void free(void* p) noexcept {
     if (p == nullptr) return;
+    --in_use_;
+    if (!tracker_.watched()) return free_.Push(p);
     if (tracker_.TakeBack(p) == 0) [[unlikely]]
       tracker_.Misfree(p, owns(p));
-    --in_use_;
-    free_.Push(p, kBlockSize, tracker_);
+    free_.PushWatched(p, kBlockSize, tracker_);
   }
 
   // Byte offsets, not typed-pointer differences: a slot index computed from a T* difference and

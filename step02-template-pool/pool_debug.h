@@ -8,7 +8,7 @@
 //     out.
 //   - valgrind memcheck: every pool is a valgrind "mempool" (VALGRIND_CREATE_MEMPOOL), each block
 //     handed out is VALGRIND_MEMPOOL_ALLOC'd and each block freed VALGRIND_MEMPOOL_FREE'd. The pool
-//     asks once whether it runs under valgrind, so outside valgrind this costs one predictable
+//     asks once whether it runs under memcheck, so anywhere else this costs one predictable
 //     branch.
 //   - Hardened mode (the `Hardened` policy, or every pool when TIERPOOL_HARDENED=1): a ledger of
 //   live
@@ -60,6 +60,12 @@ using DefaultChecks = Fast;
 
 namespace debug {
 
+#if TIERPOOL_ASAN
+inline constexpr bool kAsan = true;
+#else
+inline constexpr bool kAsan = false;
+#endif
+
 // The byte a hardened pool fills freed blocks with (after the link).
 inline constexpr unsigned char kFreedByte = 0xDD;
 
@@ -70,8 +76,8 @@ inline constexpr unsigned char kFreedByte = 0xDD;
 }
 
 // The bookkeeping one pool shares with the tools. `Checks` decides whether the hardened ledger
-// exists at all; in the Fast policy everything here compiles to nothing outside ASan builds but
-// the `on_valgrind_` test.
+// exists at all. A Fast pool outside ASan builds and outside memcheck never calls into it but to
+// ask watched().
 template <class Checks>
 class BlockTracker {
  public:
@@ -87,16 +93,26 @@ class BlockTracker {
     started_ = true;
     id_ = id;
 #if TIERPOOL_VALGRIND
-    on_valgrind_ = RUNNING_ON_VALGRIND != 0;
-    if (on_valgrind_) VALGRIND_CREATE_MEMPOOL(id_, 0, 0);
+    // Only memcheck understands these requests; under callgrind they would be pure cost (and
+    // distort its instruction counts). Memcheck answers a MAKE_MEM request with -1, other tools
+    // with the default 0.
+    char probe = 0;
+    on_memcheck_ = RUNNING_ON_VALGRIND != 0 && long(VALGRIND_MAKE_MEM_DEFINED(&probe, 1)) == -1;
+    if (on_memcheck_) VALGRIND_CREATE_MEMPOOL(id_, 0, 0);
 #endif
   }
+  // Whether blocks must go through HandOut/TakeBack and the free list's watched operations. A
+  // pool tests this once per call and otherwise runs the book's code untouched.
+  bool watched() const noexcept {
+    return Checks::kHardened || kAsan || on_memcheck_;
+  }
+
   // Forgets every block: the pool is about to give its memory back in bulk (then Disown it).
   void Stop() noexcept {
     if (!started_) return;
     started_ = false;
 #if TIERPOOL_VALGRIND
-    if (on_valgrind_) VALGRIND_DESTROY_MEMPOOL(id_);
+    if (on_memcheck_) VALGRIND_DESTROY_MEMPOOL(id_);
 #endif
     if constexpr (Checks::kHardened) live_.clear();
   }
@@ -125,7 +141,7 @@ class BlockTracker {
     ASAN_UNPOISON_MEMORY_REGION(p, bytes);
 #endif
 #if TIERPOOL_VALGRIND
-    if (on_valgrind_) [[unlikely]] {
+    if (on_memcheck_) [[unlikely]] {
       VALGRIND_MAKE_MEM_NOACCESS(p, block);
       VALGRIND_MEMPOOL_ALLOC(id_, p, bytes);
     }
@@ -144,7 +160,7 @@ class BlockTracker {
       live_.erase(it);
     }
 #if TIERPOOL_VALGRIND
-    if (on_valgrind_) [[unlikely]]
+    if (on_memcheck_) [[unlikely]]
       VALGRIND_MEMPOOL_FREE(id_, p);
 #endif
     (void)p;
@@ -183,7 +199,7 @@ class BlockTracker {
     }
 #endif
 #if TIERPOOL_VALGRIND
-    if (on_valgrind_) [[unlikely]] {
+    if (on_memcheck_) [[unlikely]] {
       if (access == Access::kNone) {
         VALGRIND_MAKE_MEM_NOACCESS(p, n);
       } else if (access == Access::kDefined) {
@@ -204,7 +220,7 @@ class BlockTracker {
   const char* pool_;
   const void* id_ = nullptr;
   bool started_ = false;
-  bool on_valgrind_ = false;
+  bool on_memcheck_ = false;
   [[no_unique_address]] Ledger live_{};
 };
 
@@ -221,9 +237,22 @@ class FreeList {
 
   bool empty() const noexcept { return head_ == nullptr; }
 
-  // Pops a block of `block` bytes, or returns nullptr. Hardened: aborts if the block was written
-  // to while it was free.
-  void* Pop(std::size_t block, const BlockTracker<Checks>& tracker) noexcept {
+  // The book's two operations, for a pool nobody watches: nothing else happens on the fast path.
+  void* Pop() noexcept {
+    Node* node = head_;
+    if (node != nullptr) head_ = node->next;
+    return node;
+  }
+  void Push(void* p) noexcept {
+    Node* node = static_cast<Node*>(p);
+    node->next = head_;
+    head_ = node;
+  }
+
+  // The same for a watched pool (BlockTracker::watched()): a free block is sealed, so it is opened
+  // to read or write its link. Hardened: the link is encoded, the rest of a free block holds
+  // kFreedByte, and a block written to while it was free aborts when it is popped.
+  void* PopWatched(std::size_t block, const BlockTracker<Checks>& tracker) noexcept {
     Node* node = head_;
     if (node == nullptr) return nullptr;
     if constexpr (Checks::kHardened) {
@@ -238,8 +267,7 @@ class FreeList {
     head_ = Decode(node->next);
     return node;
   }
-
-  void Push(void* p, std::size_t block, const BlockTracker<Checks>& tracker) noexcept {
+  void PushWatched(void* p, std::size_t block, const BlockTracker<Checks>& tracker) noexcept {
     tracker.Open(p, block);
     if constexpr (Checks::kHardened) std::memset(p, kFreedByte, block);
     Node* node = static_cast<Node*>(p);

@@ -1,0 +1,153 @@
+// The pools under abuse: the Hardened policy catches double free, foreign pointers and writes to
+// freed blocks; ASan (asan preset) and valgrind memcheck (memcheck preset) see a use-after-free
+// inside a pool.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <list>
+#include <vector>
+
+#include "memory_pool.h"
+#include "pool_allocator.h"
+
+#if TIERPOOL_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+#if TIERPOOL_VALGRIND
+#include <valgrind/memcheck.h>
+#endif
+
+namespace {
+
+using step02::Hardened;
+using step02::MemoryPool;
+
+struct Node {
+  long value[3];
+};
+
+// Reads a byte and keeps it: a load whose value is never used can be dropped, by the compiler
+// and by valgrind's own translator, and then nothing is reported.
+volatile char g_sink;
+void ReadByte(const void* p) {
+  g_sink = *static_cast<const volatile char*>(p);
+}
+
+TEST(HardenedDeathTest, DoubleFreeAbortsNamingThePointerAndTheStep) {
+  MemoryPool<Node, 0, Hardened> pool;
+  void* p = pool.alloc();
+  pool.free(p);
+  EXPECT_DEATH(pool.free(p), "tierpool step02-template-pool: MemoryPool<T>: double free of 0x");
+}
+
+TEST(HardenedDeathTest, ForeignPointerAborts) {
+  MemoryPool<Node, 0, Hardened> pool;
+  void* mine = pool.alloc();
+  Node elsewhere{};
+  EXPECT_DEATH(pool.free(&elsewhere), "step02-template-pool.*not from this pool: 0x");
+  EXPECT_DEATH(pool.free(static_cast<char*>(mine) + 8), "not from this pool");
+  pool.free(mine);
+}
+
+TEST(HardenedDeathTest, WriteAfterFreeIsCaughtWhenTheBlockIsReused) {
+  MemoryPool<Node, 0, Hardened> pool;
+  void* p = pool.alloc();
+  pool.free(p);
+  EXPECT_DEATH(
+      {
+        static_cast<Node*>(p)->value[2] = 42;  // a stale pointer writes into the freed block
+        (void)pool.alloc();
+      },
+      // Under ASan the freed block is poisoned, so ASan stops the write itself.
+      step02::debug::kAsan ? "use-after-poison" : "written after it was freed: 0x");
+}
+
+TEST(HardenedDeathTest, FixedCapacityPoolChecksToo) {
+  MemoryPool<Node, 4, Hardened> pool;
+  void* p = pool.alloc();
+  pool.free(p);
+  EXPECT_DEATH(pool.free(p), "MemoryPool<T, N>: double free of 0x");
+  Node elsewhere{};
+  EXPECT_DEATH(pool.free(&elsewhere), "not from this pool");
+}
+
+TEST(HardenedDeathTest, PoolAllocatorChecksToo) {
+  step02::PoolAllocator<Node, Hardened> alloc;
+  Node* p = alloc.allocate(1);
+  alloc.deallocate(p, 1);
+  EXPECT_DEATH(alloc.deallocate(p, 1), "PoolAllocator: double free of 0x");
+}
+
+TEST(HardenedTest, FreedBlocksHoldThePatternAndCorrectUseIsUntouched) {
+  MemoryPool<Node, 0, Hardened> pool;
+  std::vector<Node*> nodes;
+  for (int i = 0; i < 100; ++i) {
+    nodes.push_back(static_cast<Node*>(pool.alloc()));
+    nodes.back()->value[0] = nodes.back()->value[1] = nodes.back()->value[2] = i;
+  }
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(nodes[i]->value[2], i);
+  for (Node* n : nodes)
+    pool.free(n);
+  std::list<int, step02::PoolAllocator<int, Hardened>> list;
+  for (int i = 0; i < 1000; ++i)
+    list.push_back(i);
+  list.remove_if([](int v) { return v % 3 == 0; });
+  EXPECT_EQ(list.size(), 666u);
+}
+
+#if TIERPOOL_ASAN
+// The pool poisons a freed block, so ASan reports the read as a use-after-poison inside the
+// pool's chunk (without poisoning the chunk is live memory to ASan, and the read goes unseen).
+TEST(AsanDeathTest, UseAfterFreeInsideThePoolIsReported) {
+  MemoryPool<Node> pool;
+  void* keep = pool.alloc();
+  void* p = pool.alloc();
+  pool.free(p);
+  EXPECT_DEATH(ReadByte(static_cast<char*>(p) + 8), "AddressSanitizer: use-after-poison");
+  EXPECT_DEATH(ReadByte(static_cast<char*>(keep) + sizeof(Node) * 5),
+               "AddressSanitizer: use-after-poison")
+      << "memory not handed out yet is poisoned too";
+  pool.free(keep);
+}
+
+TEST(AsanDeathTest, FixedPoolIsPoisonedWhileAliveAndCleanAfterwards) {
+  using Pool = MemoryPool<Node, 8>;
+  alignas(Pool) unsigned char storage[sizeof(Pool)];  // stands for the stack frame it lives in
+  Pool* pool = ::new (storage) Pool;
+  void* p = pool->alloc();
+  pool->free(p);
+  EXPECT_DEATH(ReadByte(p), "use-after-poison");
+  pool->~Pool();
+  EXPECT_EQ(__asan_region_is_poisoned(storage, sizeof(storage)), nullptr)
+      << "the destructor must leave its memory as it found it";
+}
+#endif
+
+// Under memcheck the pool is a valgrind mempool: reading a freed block is an "Invalid read".
+// The read runs in a forked child ("fast" death test: valgrind follows fork, not exec), so the
+// parent's own run stays error-free; the child reports how many errors memcheck counted.
+TEST(ValgrindDeathTest, UseAfterFreeInsideThePoolIsReported) {
+#if TIERPOOL_VALGRIND
+  if (!RUNNING_ON_VALGRIND) GTEST_SKIP() << "run under valgrind (the memcheck preset)";
+  GTEST_FLAG_SET(death_test_style, "fast");
+  MemoryPool<Node> pool;
+  void* p = pool.alloc();
+  pool.free(p);
+  EXPECT_EXIT(
+      {
+        const unsigned before = VALGRIND_COUNT_ERRORS;
+        ReadByte(static_cast<char*>(p) + 8);
+        std::fprintf(stderr, "memcheck errors: %u\n", VALGRIND_COUNT_ERRORS - before);
+        std::fflush(stderr);
+        std::_Exit(0);
+      },
+      [](int) { return true; }, "memcheck errors: 1");
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+#else
+  GTEST_SKIP() << "built without <valgrind/memcheck.h>";
+#endif
+}
+
+}  // namespace
