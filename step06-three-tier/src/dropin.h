@@ -22,9 +22,14 @@
 #include <cstdint>
 #include <new>
 
+#include "allocator.h"
 #include "tierpool/tierpool.h"
 
 namespace tierpool::dropin {
+
+// malloc, free and operator new/delete call the allocator's inline fast paths directly (not the C
+// API's functions), so a preloaded malloc costs what a call of the C++ API costs.
+namespace impl = tierpool::TIERPOOL_INTERNAL_NS;
 
 inline constexpr std::size_t kMallocAlignment = 16;  // alignof(max_align_t) on x86-64
 
@@ -43,11 +48,11 @@ inline std::size_t MallocRequest(std::size_t size) {
 }
 
 inline void* Malloc(std::size_t size) {
-  return tierpool_malloc(MallocRequest(size));
+  return impl::Allocate(MallocRequest(size));
 }
 
 inline void Free(void* ptr) {
-  tierpool_free(ptr);
+  impl::Free(ptr);
 }
 
 inline void* Calloc(std::size_t count, std::size_t size) {
@@ -62,7 +67,7 @@ inline void* Calloc(std::size_t count, std::size_t size) {
 inline void* Realloc(void* ptr, std::size_t size) {
   if (ptr == nullptr) return Malloc(size);
   if (size == 0) {  // glibc: the block is freed and the caller gets NULL
-    tierpool_free(ptr);
+    impl::Free(ptr);
     return nullptr;
   }
   // glibc shrinks in place. So do we, while the block stays at least half used: C callers free
@@ -202,13 +207,13 @@ inline void* OperatorNewAlignedNothrow(std::size_t size, std::size_t alignment) 
 }
 
 inline void OperatorDelete(void* ptr) noexcept {
-  tierpool_free(ptr);
+  impl::Free(ptr);
 }
 
 // Sized delete passes the size the program asked for, rounded exactly as operator new rounded
 // it, so the allocator can find the size class without a page-map lookup.
 inline void OperatorDeleteSized(void* ptr, std::size_t size) noexcept {
-  tierpool_free_sized(ptr, MallocRequest(size));
+  impl::FreeSized(ptr, MallocRequest(size));
 }
 
 }  // namespace tierpool::dropin
