@@ -1,0 +1,29 @@
+// The pools this step measures: step02's MemoryPool<T> of one block size, behind each lock policy,
+// with the allocator interface of the shared benchmark. Step 05's benchmark includes this header
+// too, to set its thread-local pool beside the best of these on the same run.
+#pragma once
+
+#include <cstddef>
+
+#include "memory_pool.h"  // step02
+#include "mt_memory_pool.h"
+
+namespace step04 {
+
+template <std::size_t kSize>
+struct Bytes {
+  alignas(16) unsigned char bytes[kSize];
+};
+
+template <std::size_t kSize, class Lock>
+using LockedMemoryPool = MTMemoryPool<step02::MemoryPool<Bytes<kSize>>, Lock>;
+
+template <std::size_t kSize, class Lock>
+struct LockedPoolAllocator {
+  LockedMemoryPool<kSize, Lock> pool;
+  void* Allocate(std::size_t bytes) { return pool.alloc(bytes); }
+  void Deallocate(void* p, std::size_t) { pool.free(p); }
+  void EndRound() {}
+};
+
+}  // namespace step04
