@@ -1,0 +1,134 @@
+// Bugs in the code that uses the pool, caught: by the hardened mode (double free, foreign and
+// interior pointers, writes after free), by ASan (use after free inside the pool) and by valgrind
+// (the same, through the mempool client requests). Each deliberate bug runs in a death test's
+// child process, so this binary itself stays clean under every tool.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "object_pool.h"
+
+#if TIERPOOL_VALGRIND
+#include <valgrind/memcheck.h>
+#endif
+
+namespace {
+
+// Fork-and-exec style: the children start clean even if the parent has threads.
+class ThreadsafeDeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+using HardenedDeathTest = ThreadsafeDeathTest;
+using AsanDeathTest = ThreadsafeDeathTest;
+using ValgrindDeathTest = ThreadsafeDeathTest;
+
+struct Hardened : step05::DefaultPoolTraits {
+  static constexpr bool kHardened = true;
+};
+
+struct Payload {
+  long words[6];  // 48 bytes: a node holds 5 items besides its link
+};
+
+using HardenedPool = step05::ObjectPool<Payload, Hardened>;
+
+TEST_F(HardenedDeathTest, DoubleFreeAbortsNamingThePointerAndTheStep) {
+  HardenedPool pool;
+  void* p = pool.Allocate();
+  pool.Free(p);
+  EXPECT_DEATH(pool.Free(p), "step05-tls-global: double free .*of 0x[0-9a-f]+");
+}
+
+TEST_F(HardenedDeathTest, FreeOfAPointerNotFromThePoolAborts) {
+  HardenedPool pool;
+  pool.Free(pool.Allocate());  // the pool has a chunk
+  Payload on_stack{};
+  EXPECT_DEATH(pool.Free(&on_stack), "step05-tls-global: free of a pointer not from this pool");
+  auto from_malloc = std::make_unique<Payload>();
+  EXPECT_DEATH(pool.Free(from_malloc.get()), "not from this pool: 0x[0-9a-f]+");
+  HardenedPool other;
+  void* others = other.Allocate();
+  EXPECT_DEATH(pool.Free(others), "not from this pool");
+  other.Free(others);
+}
+
+TEST_F(HardenedDeathTest, FreeOfAPointerInsideAnObjectAborts) {
+  HardenedPool pool;
+  auto* p = static_cast<char*>(pool.Allocate());
+  EXPECT_DEATH(pool.Free(p + 8), "inside an object, not its start");
+  pool.Free(p);
+}
+
+TEST_F(HardenedDeathTest, AWriteAfterFreeIsCaughtWhenTheSlotIsReused) {
+  HardenedPool pool;
+  auto* a = static_cast<Payload*>(pool.Allocate());
+  auto* b = static_cast<Payload*>(pool.Allocate());
+  pool.Free(a);  // a becomes the list's node, b one of its items
+  pool.Free(b);
+  EXPECT_DEATH(
+      {
+        b->words[3] = 42;  // the bug
+        pool.Allocate();   // hands b out again: its fill pattern is broken
+      },
+      "use after free: written after free: 0x[0-9a-f]+");
+}
+
+TEST_F(HardenedDeathTest, CorrectUseDoesNotAbort) {
+  HardenedPool pool;
+  for (int round = 0; round < 3; ++round) {
+    Payload* objects[1000];
+    for (auto*& p : objects) {
+      p = static_cast<Payload*>(pool.Allocate());
+      std::memset(p, 0x11, sizeof(Payload));
+    }
+    for (auto* p : objects)
+      pool.Free(p);
+  }
+  EXPECT_TRUE(HardenedPool::hardened());
+}
+
+TEST(ObjectPoolTools, TheDefaultModeFollowsTheBuildOption) {
+  EXPECT_EQ((step05::ObjectPool<Payload>::hardened()), step05::kHardenedByDefault);
+}
+
+#if TIERPOOL_ASAN
+TEST_F(AsanDeathTest, UseAfterFreeInsideThePoolIsReported) {
+  step05::ObjectPool<Payload> pool;
+  auto* p = static_cast<Payload*>(pool.Allocate());
+  p->words[2] = 1;
+  pool.Free(p);
+  EXPECT_DEATH({ [[maybe_unused]] volatile long v = p->words[2]; }, "use-after-poison");
+}
+
+TEST_F(AsanDeathTest, MemoryNeverHandedOutIsPoisonedToo) {
+  step05::ObjectPool<Payload> pool;
+  auto* p = static_cast<Payload*>(pool.Allocate());
+  Payload* next_in_block = p + 1;  // carved later, not yet handed out
+  EXPECT_DEATH({ next_in_block->words[0] = 1; }, "use-after-poison");
+  pool.Free(p);
+}
+#endif
+
+#if TIERPOOL_VALGRIND
+// memcheck counts the errors it reports; a child that reads freed pool memory must see the count
+// go up. The child exits through _exit with a code that says what it saw.
+TEST_F(ValgrindDeathTest, UseAfterFreeInsideThePoolIsReported) {
+  if (!RUNNING_ON_VALGRIND) GTEST_SKIP() << "not running under valgrind";
+  step05::ObjectPool<Payload> pool;
+  auto* p = static_cast<Payload*>(pool.Allocate());
+  p->words[2] = 1;
+  pool.Free(p);
+  EXPECT_EXIT(
+      {
+        const unsigned before = VALGRIND_COUNT_ERRORS;
+        [[maybe_unused]] volatile long v = p->words[2];
+        std::_Exit(VALGRIND_COUNT_ERRORS > before ? 7 : 0);
+      },
+      testing::ExitedWithCode(7), "");
+}
+#endif
+
+}  // namespace
