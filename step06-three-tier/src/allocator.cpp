@@ -15,7 +15,7 @@ namespace tierpool::TIERPOOL_INTERNAL_NS {
 
 constinit PageMap page_map;
 std::atomic<int> init_state{0};
-__thread ThreadCache* tls_cache TIERPOOL_INITIAL_EXEC = nullptr;
+__thread ThreadCache* tls_cache TIERPOOL_INITIAL_EXEC = &empty_cache;
 std::uintptr_t free_list_secret = 0;
 char valgrind_pool_anchor = 0;
 
@@ -25,12 +25,21 @@ alignas(Globals) unsigned char globals_storage[sizeof(Globals)];
 
 // Why the calling thread has no cache: never made one, making one right now (a nested call from
 // pthread_setspecific), or already gave it back at exit (a later thread-exit destructor frees).
+// Registry lock held: the share of the overall budget for `count` threads.
+void UpdateThreadBudgetLocked(Globals& g) {
+  const std::size_t count = g.thread_caches > 0 ? g.thread_caches : 1;
+  std::size_t share = kOverallThreadCacheBudget / count;
+  if (share < kMinThreadCacheBudget) share = kMinThreadCacheBudget;
+  if (share > kMaxThreadCacheBudget) share = kMaxThreadCacheBudget;
+  g.thread_budget.store(static_cast<std::int64_t>(share), std::memory_order_relaxed);
+}
+
 enum ThreadState : unsigned char { kNoCache = 0, kCreatingCache = 1, kExited = 2 };
 __thread unsigned char tls_state TIERPOOL_INITIAL_EXEC = kNoCache;
 
 void DestroyThreadCache(void* arg) {
   auto* tc = static_cast<ThreadCache*>(arg);
-  tls_cache = nullptr;
+  tls_cache = &empty_cache;
   tls_state = kExited;
   tc->ReleaseAll();
   Globals& g = G();
@@ -43,8 +52,10 @@ void DestroyThreadCache(void* arg) {
     }
     if (tc->registry_next != nullptr) tc->registry_next->registry_prev = tc->registry_prev;
     --g.thread_caches;
+    UpdateThreadBudgetLocked(g);
   }
   g.cache_pool.Delete(tc);
+  ReleaseIdleMemory();
 }
 
 [[noreturn]] void ReportBadFree(const void* ptr) {
@@ -82,10 +93,8 @@ void* AllocateUncached(std::uint32_t cl) {
   return HandOut(head, cl);
 }
 
+// `ptr` is already checked and marked free.
 void FreeUncached(void* ptr, std::uint32_t cl) {
-  if constexpr (kHardened) HardenedOnFree(ptr, cl);
-  ToolsOnFree(ptr, ClassSize(cl));
-  FillFreePattern(ptr, ClassSize(cl));
   StoreNext(ptr, nullptr);
   G().central[cl].InsertRange(ptr, ptr, 1);
 }
@@ -121,19 +130,21 @@ void InitSlow() {
 }
 
 ThreadCache* GetOrCreateCache() {
-  if (tls_cache != nullptr) return tls_cache;
+  if (tls_cache != &empty_cache) return tls_cache;
   if (tls_state != kNoCache) return nullptr;
   EnsureInit();
   Globals& g = G();
   tls_state = kCreatingCache;
   ThreadCache* tc = g.cache_pool.New();
   if (tc != nullptr) {
+    tc->Init(ThreadBudget());
     {
       SpinLockHolder hold(g.registry_lock);
       tc->registry_next = g.registry_head;
       if (g.registry_head != nullptr) g.registry_head->registry_prev = tc;
       g.registry_head = tc;
       ++g.thread_caches;
+      UpdateThreadBudgetLocked(g);
     }
     // May allocate (glibc keeps keys >= 32 in a calloc'ed block): that nested call sees
     // kCreatingCache and is served without a cache.
@@ -145,6 +156,11 @@ ThreadCache* GetOrCreateCache() {
 }
 
 void* AllocateRefill(ThreadCache* tc, std::uint32_t cl) {
+  if (tc == &empty_cache) {  // the thread's first allocation of all
+    tc = GetOrCreateCache();
+    if (tc == nullptr) return AllocateUncached(cl);
+    return AllocateClass(tc, cl);
+  }
   void* ptr = tc->FetchFromCentral(cl);
   if (TIERPOOL_UNLIKELY(ptr == nullptr)) {
     errno = ENOMEM;
@@ -154,10 +170,18 @@ void* AllocateRefill(ThreadCache* tc, std::uint32_t cl) {
 }
 
 void* AllocateSlow(std::size_t size) {
-  if (size > kMaxSmallSize) return AllocateLarge(size, kPageSize);
-  const std::uint32_t cl = SizeToClass(size);
-  if (ThreadCache* tc = GetOrCreateCache()) return AllocateClass(tc, cl);
-  return AllocateUncached(cl);
+  return AllocateLarge(size, kPageSize);
+}
+
+void PushFull(ThreadCache* tc, void* ptr, std::uint32_t cl) {
+  if (tc == &empty_cache) {  // the thread's first free of all
+    tc = GetOrCreateCache();
+    if (tc == nullptr) return FreeUncached(ptr, cl);
+    return PushChecked(tc, ptr, cl);
+  }
+  tc->MakeRoom(cl);
+  if (tc->length(cl) < tc->max_length(cl)) return PushChecked(tc, ptr, cl);
+  FreeUncached(ptr, cl);  // the budget is spent and this list has a limit of 0
 }
 
 void* AllocateLarge(std::size_t size, std::size_t alignment) {
@@ -190,11 +214,7 @@ void FreeSlow(void* ptr) {
     FreeLarge(span);
     return;
   }
-  if (ThreadCache* tc = GetOrCreateCache()) {
-    PushFree(tc, ptr, cl);
-  } else {
-    FreeUncached(ptr, cl);
-  }
+  PushFree(tls_cache, ptr, cl);
 }
 
 void* AlignedAllocate(std::size_t size, std::size_t alignment) {
@@ -208,9 +228,7 @@ void* AlignedAllocate(std::size_t size, std::size_t alignment) {
     // Spans start on a page boundary, so a class whose size is a multiple of the alignment
     // has every object aligned. The first such class at or above the size:
     for (std::uint32_t cl = SizeToClass(size); cl < kNumClasses; ++cl) {
-      if (ClassSize(cl) % alignment != 0) continue;
-      if (ThreadCache* tc = GetOrCreateCache()) return AllocateClass(tc, cl);
-      return AllocateUncached(cl);
+      if (ClassSize(cl) % alignment == 0) return AllocateClass(tls_cache, cl);
     }
   }
   return AllocateLarge(size, alignment > kPageSize ? alignment : kPageSize);
@@ -267,7 +285,28 @@ void* Realloc(void* ptr, std::size_t size) {
 }
 
 void FlushThreadCache() {
-  if (tls_cache != nullptr) tls_cache->ReleaseAll();
+  if (tls_cache != &empty_cache) tls_cache->ReleaseAll();
+  if (init_state.load(std::memory_order_acquire) == 2) ReleaseIdleMemory();
+}
+
+void ReleaseIdleMemory() {
+  Globals& g = G();
+  // At most four times per release delay: a class whose batches nobody took since the previous
+  // look has them drained to its spans (which may then go back to the page heap).
+  static std::atomic<std::uint64_t> last_look_ms{0};
+  const std::uint64_t now = NowMs();
+  std::uint64_t last = last_look_ms.load(std::memory_order_relaxed);
+  if (now - last >= kReleaseDelayMs / 4 &&
+      last_look_ms.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+    bool drained = false;
+    for (std::uint32_t cl = 1; cl < kNumClasses; ++cl)
+      drained |= g.central[cl].DrainIfIdle();
+    if (drained) {
+      g.page_heap.ReleaseExpired(/*look_now=*/true);
+      return;
+    }
+  }
+  g.page_heap.ReleaseExpired();
 }
 
 // --- Hardened checks ------------------------------------------------------------------------
@@ -356,10 +395,11 @@ void ForkChild() {
   // Only the forking thread lives on in the child. The other threads' caches may have been
   // mid-update when fork happened, so their objects are abandoned, not reused; the registry
   // keeps just this thread's cache.
-  ThreadCache* mine = tls_cache;
+  ThreadCache* mine = tls_cache != &empty_cache ? tls_cache : nullptr;
   g.registry_head = mine;
   g.thread_caches = mine != nullptr ? 1 : 0;
   if (mine != nullptr) mine->registry_next = mine->registry_prev = nullptr;
+  UpdateThreadBudgetLocked(g);
   g.registry_lock.ResetAfterFork();
 }
 

@@ -37,6 +37,8 @@ struct Globals {
   SpinLock registry_lock;
   ThreadCache* registry_head = nullptr;
   std::size_t thread_caches = 0;  // guarded by registry_lock
+  // Each thread cache's share of kOverallThreadCacheBudget; caches read it in their slow paths.
+  std::atomic<std::int64_t> thread_budget{static_cast<std::int64_t>(kMaxThreadCacheBudget)};
   pthread_key_t thread_exit_key{};
 };
 
@@ -49,14 +51,22 @@ TIERPOOL_ALWAYS_INLINE void EnsureInit() {
   if (TIERPOOL_UNLIKELY(init_state.load(std::memory_order_acquire) != 2)) InitSlow();
 }
 Globals& G();
+TIERPOOL_ALWAYS_INLINE std::int64_t ThreadBudget() {
+  return G().thread_budget.load(std::memory_order_relaxed);
+}
+// Gives back memory nobody used for a while: central batches untouched since the last look,
+// and page-heap spans free for longer than the release delay.
+void ReleaseIdleMemory();
 
 // The calling thread's cache: a trivially destructible pointer with the initial-exec model, so
-// reading it is one %fs-relative load. The pthread key destructor returns the cache at exit.
+// reading it is one %fs-relative load. It starts at &empty_cache (never null: no check on the
+// fast path); the pthread key destructor returns the real cache at thread exit.
 extern __thread ThreadCache* tls_cache TIERPOOL_INITIAL_EXEC;
 
 // Slow paths (allocator.cpp).
 void* AllocateSlow(std::size_t size);
 void* AllocateRefill(ThreadCache* tc, std::uint32_t cl);
+void PushFull(ThreadCache* tc, void* ptr, std::uint32_t cl);
 void FreeSlow(void* ptr);
 void* AllocateLarge(std::size_t size, std::size_t alignment);
 void* AlignedAllocate(std::size_t size, std::size_t alignment);
@@ -74,18 +84,22 @@ void HardenedOnAllocate(void* ptr, std::uint32_t cl);
 void HardenedOnFree(void* ptr, std::uint32_t cl_from_size);
 
 // A block of class `cl` leaves the allocator for the user.
-TIERPOOL_ALWAYS_INLINE void* HandOut(void* ptr, std::uint32_t cl) {
+TIERPOOL_ALWAYS_INLINE void* HandOut(void* ptr, std::size_t cl) {
   if constexpr (kHardened) HardenedOnAllocate(ptr, cl);
   ToolsOnAllocate(ptr, ClassSize(cl));
   return ptr;
 }
 
-TIERPOOL_ALWAYS_INLINE void* AllocateClass(ThreadCache* tc, std::uint32_t cl) {
-  FreeList& list = tc->list(cl);
-  void* ptr = list.head;
+TIERPOOL_ALWAYS_INLINE void* AllocateClass(ThreadCache* tc, std::size_t cl) {
+  void* ptr = tc->head(cl);
   if (TIERPOOL_LIKELY(ptr != nullptr)) {
-    list.head = LoadNext(ptr);
-    list.SetLength(list.length - 1);
+    void* next = LoadNext(ptr);
+    // The next allocation of this class pops `next` and reads its link: start loading that
+    // line now, or a list of cold objects costs one full memory latency per allocation.
+    __builtin_prefetch(next);
+    tc->set_head(cl, next);
+    tc->set_length(cl, tc->length(cl) - 1);
+    tc->set_budget_left(tc->budget_left() + tc->object_size(cl));
     return HandOut(ptr, cl);
   }
   return AllocateRefill(tc, cl);
@@ -93,30 +107,38 @@ TIERPOOL_ALWAYS_INLINE void* AllocateClass(ThreadCache* tc, std::uint32_t cl) {
 
 TIERPOOL_ALWAYS_INLINE void* Allocate(std::size_t size) {
   ThreadCache* tc = tls_cache;
-  if (TIERPOOL_LIKELY(size <= kMaxSmallSize && tc != nullptr)) {
-    return AllocateClass(tc, SizeToClass(size));
-  }
+  if (TIERPOOL_LIKELY(size <= kMaxSmallSize)) return AllocateClass(tc, SizeToClass(size));
   return AllocateSlow(size);
 }
 
-// A block of class `cl` comes back from the user into the thread's cache.
-TIERPOOL_ALWAYS_INLINE void PushFree(ThreadCache* tc, void* ptr, std::uint32_t cl) {
+// A block of class `cl`, already checked and marked free, goes on the thread's list. The room
+// is checked before the push, so the shared empty cache (limit 0) is never written.
+TIERPOOL_ALWAYS_INLINE void PushChecked(ThreadCache* tc, void* ptr, std::size_t cl) {
+  const std::uint32_t length = tc->length(cl);
+  if (TIERPOOL_LIKELY(length < tc->max_length(cl))) {
+    StoreNext(ptr, tc->head(cl));
+    tc->set_head(cl, ptr);
+    tc->set_length(cl, length + 1);
+    const std::int64_t left = tc->budget_left() - tc->object_size(cl);
+    tc->set_budget_left(left);
+    if (TIERPOOL_UNLIKELY(left < 0)) tc->OverBudget(cl);
+    return;
+  }
+  PushFull(tc, ptr, cl);
+}
+
+// A block of class `cl` comes back from the user.
+TIERPOOL_ALWAYS_INLINE void PushFree(ThreadCache* tc, void* ptr, std::size_t cl) {
   if constexpr (kHardened) HardenedOnFree(ptr, cl);
   ToolsOnFree(ptr, ClassSize(cl));
   FillFreePattern(ptr, ClassSize(cl));
-  FreeList& list = tc->list(cl);
-  StoreNext(ptr, list.head);
-  list.head = ptr;
-  const std::uint32_t length = list.length + 1;
-  list.SetLength(length);
-  if (TIERPOOL_UNLIKELY(length > list.max_length)) tc->ListTooLong(cl);
+  PushChecked(tc, ptr, cl);
 }
 
 TIERPOOL_ALWAYS_INLINE void Free(void* ptr) {
   const std::uint32_t cl = page_map.ClassOf(ptr);
-  ThreadCache* tc = tls_cache;
-  if (TIERPOOL_LIKELY(cl != 0 && tc != nullptr)) {
-    PushFree(tc, ptr, cl);
+  if (TIERPOOL_LIKELY(cl != 0)) {
+    PushFree(tls_cache, ptr, cl);
     return;
   }
   FreeSlow(ptr);
@@ -125,9 +147,8 @@ TIERPOOL_ALWAYS_INLINE void Free(void* ptr) {
 // `size` must be what the block was allocated with (not for blocks of AlignedAllocate, whose
 // class may be larger than the size's own).
 TIERPOOL_ALWAYS_INLINE void FreeSized(void* ptr, std::size_t size) {
-  ThreadCache* tc = tls_cache;
-  if (TIERPOOL_LIKELY(size <= kMaxSmallSize && tc != nullptr && ptr != nullptr)) {
-    PushFree(tc, ptr, SizeToClass(size));
+  if (TIERPOOL_LIKELY(size <= kMaxSmallSize && ptr != nullptr)) {
+    PushFree(tls_cache, ptr, SizeToClass(size));
     return;
   }
   FreeSlow(ptr);

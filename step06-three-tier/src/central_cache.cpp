@@ -19,6 +19,7 @@ int CentralFreeList::RemoveRange(void** head, void** tail, int n) {
   lock_.Lock();
   if (n == batch_ && used_slots_ > 0) {
     const Batch& batch = slots_[--used_slots_];
+    ++slot_takes_;
     *head = batch.head;
     *tail = batch.tail;
     free_objects_.fetch_sub(static_cast<std::size_t>(n), std::memory_order_relaxed);
@@ -55,7 +56,21 @@ void CentralFreeList::InsertRange(void* head, void* tail, int n) {
   Span* emptied = nullptr;
   ReleaseToSpansLocked(head, n, &emptied);
   lock_.Unlock();
-  ReturnSpans(emptied);
+  ReturnSpans(emptied, false);
+}
+
+bool CentralFreeList::DrainIfIdle() {
+  lock_.Lock();
+  const bool idle = used_slots_ > 0 && slot_takes_ == slot_takes_seen_;
+  slot_takes_seen_ = slot_takes_;
+  Span* emptied = nullptr;
+  if (idle) {
+    while (used_slots_ > 0)
+      ReleaseToSpansLocked(slots_[--used_slots_].head, batch_, &emptied);
+  }
+  lock_.Unlock();
+  ReturnSpans(emptied, true);
+  return idle;
 }
 
 int CentralFreeList::FetchFromSpansLocked(void** head, void** tail, int n) {
@@ -147,14 +162,14 @@ Span* CentralFreeList::NewSpan() {
   return span;
 }
 
-void CentralFreeList::ReturnSpans(Span* emptied) {
+void CentralFreeList::ReturnSpans(Span* emptied, bool long_idle) {
   while (emptied != nullptr) {
     Span* span = emptied;
     emptied = span->next;
     for (std::uintptr_t page = span->first_page; page <= span->last_page(); ++page)
       page_map_->SetClass(page, 0);
     MarkUnusable(span->start(), span->bytes());
-    page_heap_->Delete(span);
+    page_heap_->Delete(span, long_idle);
   }
 }
 

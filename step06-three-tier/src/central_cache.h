@@ -26,7 +26,7 @@ class PageMap;
 
 class alignas(64) CentralFreeList {
  public:
-  static constexpr int kMaxTransferSlots = 16;
+  static constexpr int kMaxTransferSlots = 64;
 
   CentralFreeList() = default;
   CentralFreeList(const CentralFreeList&) = delete;
@@ -38,6 +38,9 @@ class alignas(64) CentralFreeList {
   int RemoveRange(void** head, void** tail, int n);
   // Takes back `n` objects linked from head to tail.
   void InsertRange(void* head, void* tail, int n);
+  // Batches nobody took since the previous call go back to their spans: free objects parked
+  // here pin their spans' memory. Called a few times per release delay. True if it drained.
+  bool DrainIfIdle();
 
   // Objects free in this tier (slots, span lists, never-carved tails) and handed out of it.
   std::size_t FreeObjects() const { return free_objects_.load(std::memory_order_relaxed); }
@@ -48,7 +51,7 @@ class alignas(64) CentralFreeList {
   int FetchFromSpansLocked(void** head, void** tail, int n);
   void ReleaseToSpansLocked(void* head, int n, Span** emptied);
   Span* NewSpan();
-  void ReturnSpans(Span* emptied);
+  void ReturnSpans(Span* emptied, bool long_idle);
 
   SpinLock lock_;
   std::uint32_t size_class_ = 0;
@@ -61,7 +64,9 @@ class alignas(64) CentralFreeList {
     void* tail;
   };
   Batch slots_[kMaxTransferSlots] = {};
-  SpanList spans_;  // spans with objects to hand out
+  std::uint64_t slot_takes_ = 0;       // batches taken from the slots, ever
+  std::uint64_t slot_takes_seen_ = 0;  // ... as of the previous DrainIfIdle
+  SpanList spans_;                     // spans with objects to hand out
   PageHeap* page_heap_ = nullptr;
   PageMap* page_map_ = nullptr;
   std::atomic<std::size_t> free_objects_{0};

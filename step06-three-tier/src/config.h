@@ -56,14 +56,21 @@ inline constexpr std::size_t kRegionSize = std::size_t{1} << kRegionShift;  // 2
 // Each growth of the heap maps at least this much address space (virtual, not resident).
 inline constexpr std::size_t kMinGrowBytes = 32 * std::size_t{1} << 20;
 
-// Per-thread byte budget: the lists of one thread cache may together hold at most this much.
-inline constexpr std::size_t kThreadCacheBudget = 4 * std::size_t{1} << 20;
-// Longest a single thread-cache list may grow.
-inline constexpr std::uint32_t kMaxListLength = 8192;
+// Byte budget of the thread caches: all of them together may hold kOverallThreadCacheBudget,
+// shared equally among the live threads, each between the minimum and the maximum (2 threads:
+// 16 MiB each; 16 threads: 4 MiB each; 1000 threads: 1 MiB each).
+inline constexpr std::size_t kOverallThreadCacheBudget = 64 * std::size_t{1} << 20;
+inline constexpr std::size_t kMinThreadCacheBudget = 1 * std::size_t{1} << 20;
+inline constexpr std::size_t kMaxThreadCacheBudget = 16 * std::size_t{1} << 20;
+// Longest a single thread-cache list may grow (the byte budget usually stops it first).
+inline constexpr std::uint32_t kMaxListLength = 32768;
 
-// Free spans kept backed by memory before the page heap gives pages back to the OS with
-// madvise: at least this much, or an eighth of what is in use, whichever is larger.
-inline constexpr std::size_t kMinBackedFreeBytes = 16 * std::size_t{1} << 20;
+// When the page heap gives free pages back to the OS (madvise): a free span that nobody reused
+// for kReleaseDelayMs goes back (so a program that allocates in waves keeps its memory warm
+// between waves), and free backed memory never exceeds what is in use plus
+// kMaxBackedFreeSlack (so a peak that is over gives its memory back at once, down to that).
+inline constexpr std::uint64_t kReleaseDelayMs = 1000;
+inline constexpr std::size_t kMaxBackedFreeSlack = 64 * std::size_t{1} << 20;
 
 // Largest request we try to serve; anything bigger is ENOMEM without asking the OS.
 inline constexpr std::size_t kMaxRequest = std::size_t{1} << 46;

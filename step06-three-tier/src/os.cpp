@@ -1,6 +1,7 @@
 #include "os.h"
 
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -62,6 +63,13 @@ void OsUnmap(void* start, std::size_t bytes) {
   const int saved_errno = errno;
   munmap(start, bytes);
   errno = saved_errno;
+}
+
+std::uint64_t NowMs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  return static_cast<std::uint64_t>(now.tv_sec) * 1000 +
+         static_cast<std::uint64_t>(now.tv_nsec) / 1000000;
 }
 
 void Fatal(const char* what, const void* pointer) {

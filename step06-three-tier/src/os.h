@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "config.h"
 
@@ -14,6 +15,8 @@ void* OsMap(std::size_t bytes, std::size_t alignment);
 void OsRelease(void* start, std::size_t bytes);
 // Unmaps memory no other thread has seen (a lost race to install a page-map leaf).
 void OsUnmap(void* start, std::size_t bytes);
+// Milliseconds of a coarse monotonic clock (a vDSO read, no system call).
+std::uint64_t NowMs();
 // Writes a message with write(2) and aborts: usable with any lock held and without malloc.
 [[noreturn]] void Fatal(const char* what, const void* pointer);
 

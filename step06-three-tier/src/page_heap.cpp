@@ -63,16 +63,23 @@ Span* PageHeap::HandOutLocked(Span* span, std::size_t pages, SpanState state) {
   return span;
 }
 
-void PageHeap::Delete(Span* span) {
+void PageHeap::Delete(Span* span, bool long_idle) {
   lock_.Lock();
   in_use_pages_.fetch_sub(span->num_pages, std::memory_order_relaxed);
   spans_in_use_.fetch_sub(1, std::memory_order_relaxed);
   span->state = SpanState::kFree;
   span->released = false;
+  span->free_since_ms = long_idle ? 0 : NowMs();
   span = CoalesceLocked(span);
   InsertLocked(span);
-  ReleaseExcessLocked();
+  ReleaseLocked();
   lock_.Unlock();
+}
+
+void PageHeap::ReleaseExpired(bool look_now) {
+  SpinLockHolder hold(lock_);
+  if (look_now) last_expiry_scan_ms_ = 0;
+  ReleaseLocked();
 }
 
 // Smallest span that fits; among exact lengths, backed memory before released memory.
@@ -127,6 +134,7 @@ Span* PageHeap::SplitTailLocked(Span* span, std::size_t keep_pages) {
   tail->first_page = span->first_page + keep_pages;
   tail->num_pages = span->num_pages - keep_pages;
   tail->released = span->released;
+  tail->free_since_ms = span->free_since_ms;
   tail->state = SpanState::kFree;
   span->num_pages = keep_pages;
   page_map_.Set(span->first_page, span);
@@ -145,6 +153,7 @@ Span* PageHeap::CoalesceLocked(Span* span) {
       RemoveLocked(prev);
       span->first_page = prev->first_page;
       span->num_pages += prev->num_pages;
+      if (prev->free_since_ms > span->free_since_ms) span->free_since_ms = prev->free_since_ms;
       span_pool_.Delete(prev);
     }
   }
@@ -152,20 +161,20 @@ Span* PageHeap::CoalesceLocked(Span* span) {
   if (next != nullptr && next->state == SpanState::kFree && next->released == span->released) {
     RemoveLocked(next);
     span->num_pages += next->num_pages;
+    if (next->free_since_ms > span->free_since_ms) span->free_since_ms = next->free_since_ms;
     span_pool_.Delete(next);
   }
   return span;
 }
 
-// Gives the largest backed free spans back to the OS until backed free memory is under the
-// limit. The lock is dropped around madvise; the span is marked kReleasing meanwhile so no one
-// merges with it or hands it out.
-void PageHeap::ReleaseExcessLocked() {
+// Gives memory back to the OS: first, largest spans first, while backed free memory exceeds
+// in-use memory plus the slack; then every span free for longer than the delay (looked for at
+// most four times per delay). The lock is dropped around each madvise.
+void PageHeap::ReleaseLocked() {
   for (;;) {
     const std::size_t backed = free_backed_pages_.load(std::memory_order_relaxed) << kPageShift;
     const std::size_t in_use = in_use_pages_.load(std::memory_order_relaxed) << kPageShift;
-    const std::size_t limit = in_use / 8 > kMinBackedFreeBytes ? in_use / 8 : kMinBackedFreeBytes;
-    if (backed <= limit) return;
+    if (backed <= in_use + kMaxBackedFreeSlack) break;
     Span* victim = nullptr;
     for (Span* s = large_[0].begin(); s != large_[0].end(); s = s->next) {
       if (victim == nullptr || s->num_pages > victim->num_pages) victim = s;
@@ -177,16 +186,38 @@ void PageHeap::ReleaseExcessLocked() {
         victim = exact_[0][length].first();
       }
     }
-    if (victim == nullptr) return;
-    RemoveLocked(victim);
-    victim->state = SpanState::kReleasing;
-    lock_.Unlock();
-    OsRelease(victim->start(), victim->bytes());
-    lock_.Lock();
-    victim->released = true;
-    victim->state = SpanState::kFree;
-    InsertLocked(CoalesceLocked(victim));
+    if (victim == nullptr) break;
+    ReleaseSpanLocked(victim);
   }
+  const std::uint64_t now = NowMs();
+  if (now - last_expiry_scan_ms_ < kReleaseDelayMs / 4) return;
+  last_expiry_scan_ms_ = now;
+  for (;;) {
+    Span* victim = nullptr;
+    for (SpanList& list : exact_[0]) {
+      for (Span* s = list.begin(); s != list.end() && victim == nullptr; s = s->next) {
+        if (now - s->free_since_ms >= kReleaseDelayMs) victim = s;
+      }
+    }
+    for (Span* s = large_[0].begin(); s != large_[0].end() && victim == nullptr; s = s->next) {
+      if (now - s->free_since_ms >= kReleaseDelayMs) victim = s;
+    }
+    if (victim == nullptr) return;
+    ReleaseSpanLocked(victim);
+  }
+}
+
+// madvise without the lock; meanwhile the span is kReleasing, so no one merges with it or hands
+// it out. Afterwards it joins the released spans (and merges with released neighbours).
+void PageHeap::ReleaseSpanLocked(Span* victim) {
+  RemoveLocked(victim);
+  victim->state = SpanState::kReleasing;
+  lock_.Unlock();
+  OsRelease(victim->start(), victim->bytes());
+  lock_.Lock();
+  victim->released = true;
+  victim->state = SpanState::kFree;
+  InsertLocked(CoalesceLocked(victim));
 }
 
 bool PageHeap::Grow(std::size_t pages) {

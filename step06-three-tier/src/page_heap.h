@@ -6,9 +6,10 @@
 //   each twice: spans still backed by memory, and spans whose pages went back to the OS
 //
 // Freed spans coalesce with free neighbours of the same kind, found through the page map (a
-// free span records itself at its first and last page). When backed free pages exceed
-// max(16 MiB, in_use / 8), the largest backed free spans are given back with madvise.
-// One lock; it is never held across mmap (Grow) or madvise (ReleaseExcess).
+// free span records itself at its first and last page). Backed free spans go back to the OS
+// (madvise) when nobody reused them for kReleaseDelayMs, and at once, largest first, while
+// backed free memory exceeds in-use memory plus kMaxBackedFreeSlack.
+// One lock; it is never held across mmap (Grow) or madvise (ReleaseLocked).
 #pragma once
 
 #include <atomic>
@@ -45,8 +46,13 @@ class PageHeap {
   Span* New(std::size_t pages, SpanState state);
   // Same, with the first page a multiple of `align_pages` (a power of two).
   Span* NewAligned(std::size_t pages, std::size_t align_pages, SpanState state);
-  // Gives a span back: coalesces, and may release memory to the OS.
-  void Delete(Span* span);
+  // Gives a span back: coalesces, and may release memory to the OS. `long_idle`: its memory
+  // has not been used for a release delay already (it may go back to the OS at the next look).
+  void Delete(Span* span, bool long_idle = false);
+  // Releases what has been free for longer than the delay (no clock thread: called on thread
+  // exit and tierpool_thread_flush, besides every Delete). `look_now`: even if the last look
+  // was less than a quarter of the delay ago.
+  void ReleaseExpired(bool look_now = false);
 
   // Small-object spans are counted apart from large blocks (stats only).
   void AccountLarge(std::ptrdiff_t bytes) {
@@ -66,7 +72,8 @@ class PageHeap {
   void RemoveLocked(Span* span);
   Span* SplitTailLocked(Span* span, std::size_t keep_pages);
   Span* CoalesceLocked(Span* span);
-  void ReleaseExcessLocked();
+  void ReleaseLocked();
+  void ReleaseSpanLocked(Span* victim);
   bool Grow(std::size_t pages);
   void CountFree(const Span* span, std::ptrdiff_t sign);
 
@@ -89,6 +96,7 @@ class PageHeap {
   std::atomic<std::size_t> in_use_pages_{0};
   std::atomic<std::size_t> spans_in_use_{0};
   std::atomic<std::size_t> large_in_use_bytes_{0};
+  std::uint64_t last_expiry_scan_ms_ = 0;
 };
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS

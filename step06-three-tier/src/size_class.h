@@ -9,8 +9,9 @@
 //     (64 KiB, 256 KiB]   8 KiB      24
 //
 // Everything is computed at compile time. Size -> class is one table load (the article's perf
-// lesson: computing the class took 15 % of its run time): the index is (size+7)/8 up to 1 KiB and
-// (size+127)/128 + 120 above, so the table has 2169 one-byte entries. Class 0 means "no class".
+// lesson: computing the class took 15 % of its run time): one byte per 8 bytes of size, indexed
+// by (size + 7) / 8, so 32 KiB of table and no branch. Only the lines of sizes in use are ever
+// read (a program of small objects touches the first few). Class 0 means "no class".
 #pragma once
 
 #include <array>
@@ -54,12 +55,15 @@ constexpr std::uint16_t PagesFor(std::size_t size, std::size_t batch) {
   }
 }
 
-// Batches kept ready in the central cache per class: up to 128 KiB worth, between 2 and 16.
-// Free objects parked there pin their spans, so this stays small.
+// Batches kept ready in the central cache per class: up to 1 MiB worth, at most 64. Moving a
+// batch through a slot touches no object, so threads that allocate and free in waves (or on
+// different threads) trade memory in O(1). Free objects parked here pin their spans, so a class
+// whose slots nobody takes from is drained to its spans (CentralFreeList::DrainIfIdle); the
+// biggest classes keep none (a batch of two 256 KiB objects costs little to move object by
+// object).
 constexpr std::uint16_t TransferSlotsFor(std::size_t size, std::size_t batch) {
-  std::size_t n = (128 * 1024) / (size * batch);
-  if (n < 2) n = 2;
-  if (n > 16) n = 16;
+  std::size_t n = (1024 * 1024) / (size * batch);
+  if (n > 64) n = 64;
   return static_cast<std::uint16_t>(n);
 }
 
@@ -86,21 +90,19 @@ constexpr std::array<SizeClassInfo, kNumClasses> MakeClasses() {
   return classes;
 }
 
-constexpr std::size_t kIndexEntries = ((kMaxSmallSize + 127) >> 7) + 120 + 1;  // 2169
+constexpr std::size_t kIndexEntries = (kMaxSmallSize >> 3) + 1;  // 32769
 
 constexpr std::size_t IndexOf(std::size_t size) {
-  return size <= 1024 ? (size + 7) >> 3 : ((size + 127) >> 7) + 120;
+  return (size + 7) >> 3;
 }
 
+// Entry i serves sizes 8i-7 .. 8i: the first class that holds 8i bytes.
 constexpr std::array<std::uint8_t, kIndexEntries> MakeIndex(
     const std::array<SizeClassInfo, kNumClasses>& classes) {
   std::array<std::uint8_t, kIndexEntries> index{};
-  // Walk sizes in the coarsest step that still hits every index entry: 8 B below 1 KiB, 128 B
-  // above; each entry gets the first class whose size fits the largest size of that entry.
   int cl = 1;
   for (std::size_t i = 0; i < kIndexEntries; ++i) {
-    const std::size_t largest = i <= 128 ? i * 8 : (i - 120) * 128;
-    while (classes[cl].size < largest)
+    while (classes[cl].size < i * 8)
       ++cl;
     index[i] = static_cast<std::uint8_t>(cl);
   }
@@ -125,7 +127,7 @@ static_assert([] {
 
 // Class of a small size (size <= kMaxSmallSize). Size 0 gets the 8-byte class, so it returns a
 // unique pointer like any other.
-TIERPOOL_ALWAYS_INLINE std::uint32_t SizeToClass(std::size_t size) {
+TIERPOOL_ALWAYS_INLINE std::size_t SizeToClass(std::size_t size) {
   return kClassIndex[size_class_detail::IndexOf(size)];
 }
 TIERPOOL_ALWAYS_INLINE std::size_t ClassSize(std::uint32_t cl) {

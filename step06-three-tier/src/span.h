@@ -34,7 +34,8 @@ struct Span {
   bool in_central_list = false;
 
   SpanState state = SpanState::kFree;
-  bool released = false;  // kFree only: pages given back to the OS
+  bool released = false;            // kFree only: pages given back to the OS
+  std::uint64_t free_since_ms = 0;  // kFree only: when it was last freed (coarse clock)
 
 #if TIERPOOL_HARDENED
   // One bit per object: set while the user holds it. Catches double free exactly.

@@ -9,85 +9,98 @@ namespace {
 constexpr std::uint8_t kMaxOverages = 3;
 }  // namespace
 
+constinit ThreadCache empty_cache;
+
+void ThreadCache::Init(std::int64_t budget) {
+  for (std::uint32_t cl = 0; cl < kNumClasses; ++cl)
+    sizes_[cl] = kClasses[cl].size;
+  __atomic_store_n(&budget_, budget, __ATOMIC_RELAXED);
+  set_budget_left(budget);
+}
+
+void ThreadCache::AdoptBudget(std::int64_t budget) {
+  if (budget == budget_) return;
+  set_budget_left(budget_left_ + (budget - budget_));
+  __atomic_store_n(&budget_, budget, __ATOMIC_RELAXED);
+}
+
 void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
-  FreeList& list = lists_[cl];
+  AdoptBudget(ThreadBudget());
   const std::uint32_t batch = kClasses[cl].batch;
   // The list ran dry: it deserves a bigger limit (one more object during slow start, then one
-  // more batch), if the budget allows.
-  std::uint32_t new_max = list.max_length < batch ? list.max_length + 1 : list.max_length + batch;
+  // more batch).
+  const std::uint32_t max = max_lengths_[cl];
+  std::uint32_t new_max = max < batch ? max + 1 : max + batch;
   if (new_max > kMaxListLength) new_max = kMaxListLength - kMaxListLength % batch;
-  if (new_max > list.max_length) TryGrow(cl, new_max);
+  if (new_max > max) max_lengths_[cl] = new_max;
 
-  std::uint32_t want = list.max_length < batch ? list.max_length : batch;
+  std::uint32_t want = max_lengths_[cl] < batch ? max_lengths_[cl] : batch;
   if (want == 0) want = 1;
   void* head;
   void* tail;
   const int got = G().central[cl].RemoveRange(&head, &tail, static_cast<int>(want));
   if (got == 0) return nullptr;
-  // Hand out the first object, keep the rest.
+  // Hand out the first object, keep the rest (the list was empty).
   void* rest = LoadNext(head);
   if (rest != nullptr) {
-    StoreNext(tail, list.head);
-    list.head = rest;
-    list.SetLength(list.length + static_cast<std::uint32_t>(got) - 1);
+    heads_[cl] = rest;
+    set_length(cl, static_cast<std::uint32_t>(got) - 1);
+    set_budget_left(budget_left_ - std::int64_t{got - 1} * sizes_[cl]);
   }
   return head;
 }
 
-void ThreadCache::ListTooLong(std::uint32_t cl) {
-  FreeList& list = lists_[cl];
+void ThreadCache::MakeRoom(std::uint32_t cl) {
   const std::uint32_t batch = kClasses[cl].batch;
-  if (list.max_length < batch) {
+  const std::uint32_t max = max_lengths_[cl];
+  if (max < batch) {
     // Slow start: a list that fills up before reaching a batch gets one more slot.
-    if (TryGrow(cl, list.max_length + 1) && list.length <= list.max_length) return;
-  } else if (list.max_length > batch && ++overages_[cl] > kMaxOverages) {
-    const std::uint32_t shrunk = list.max_length - batch;
-    allowance_ -= std::size_t{list.max_length - shrunk} * kClasses[cl].size;
-    list.max_length = shrunk;
+    max_lengths_[cl] = max + 1;
+    return;
+  }
+  if (max > batch && ++overages_[cl] > kMaxOverages) {
+    max_lengths_[cl] = max - batch;
     overages_[cl] = 0;
   }
-  const std::uint32_t n = list.length < batch ? list.length : batch;
-  ReleaseToCentral(cl, n);
+  ReleaseToCentral(cl, batch);
 }
 
-// Raises the limit of `cl` to new_max within the byte budget, halving every limit first if the
-// budget is spent. False when even that leaves no room.
-bool ThreadCache::TryGrow(std::uint32_t cl, std::uint32_t new_max) {
-  FreeList& list = lists_[cl];
-  const std::size_t extra = std::size_t{new_max - list.max_length} * kClasses[cl].size;
-  if (allowance_ + extra > kThreadCacheBudget) {
-    Scavenge();
-    if (allowance_ + extra > kThreadCacheBudget) return false;
-  }
-  allowance_ += extra;
-  list.max_length = new_max;
-  return true;
-}
-
-void ThreadCache::Scavenge() {
-  for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
-    FreeList& list = lists_[cl];
-    const std::uint32_t halved = list.max_length / 2;
-    allowance_ -= std::size_t{list.max_length - halved} * kClasses[cl].size;
-    list.max_length = halved;
-    overages_[cl] = 0;
-    if (list.length > halved) ReleaseToCentral(cl, list.length - halved);
+void ThreadCache::OverBudget(std::uint32_t cl) {
+  AdoptBudget(ThreadBudget());
+  // The newest objects go: they were just written, so walking to the end of the batch touches
+  // cached lines only. First from the list that is growing, if it holds a batch...
+  const std::uint32_t batch = kClasses[cl].batch;
+  if (lengths_[cl] >= batch) ReleaseToCentral(cl, batch);
+  // ... then from whichever list holds the most bytes.
+  while (budget_left_ < 0) {
+    std::uint32_t fullest = 0;
+    std::uint64_t most = 0;
+    for (std::uint32_t c = 1; c < kNumClasses; ++c) {
+      const std::uint64_t bytes = std::uint64_t{lengths_[c]} * sizes_[c];
+      if (bytes > most) {
+        most = bytes;
+        fullest = c;
+      }
+    }
+    if (fullest == 0) return;  // nothing cached: the budget itself shrank below zero
+    const std::uint32_t n = kClasses[fullest].batch;
+    ReleaseToCentral(fullest, lengths_[fullest] < n ? lengths_[fullest] : n);
   }
 }
 
 // Detaches the first n objects of the list and gives them to the central cache in batches.
 void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n) {
-  FreeList& list = lists_[cl];
   const std::uint32_t batch = kClasses[cl].batch;
   while (n > 0) {
     const std::uint32_t take = n < batch ? n : batch;
-    void* head = list.head;
+    void* head = heads_[cl];
     void* tail = head;
     for (std::uint32_t i = 1; i < take; ++i)
       tail = LoadNext(tail);
-    list.head = LoadNext(tail);
+    heads_[cl] = LoadNext(tail);
     StoreNext(tail, nullptr);
-    list.SetLength(list.length - take);
+    set_length(cl, lengths_[cl] - take);
+    set_budget_left(budget_left_ + std::int64_t{take} * sizes_[cl]);
     G().central[cl].InsertRange(head, tail, static_cast<int>(take));
     n -= take;
   }
@@ -95,19 +108,16 @@ void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n) {
 
 void ThreadCache::ReleaseAll() {
   for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
-    FreeList& list = lists_[cl];
-    if (list.length > 0) ReleaseToCentral(cl, list.length);
-    list.max_length = 0;
+    if (lengths_[cl] > 0) ReleaseToCentral(cl, lengths_[cl]);
+    max_lengths_[cl] = 0;
     overages_[cl] = 0;
   }
-  allowance_ = 0;
 }
 
 std::size_t ThreadCache::CachedBytes() const {
-  std::size_t bytes = 0;
-  for (std::uint32_t cl = 1; cl < kNumClasses; ++cl)
-    bytes += std::size_t{lists_[cl].LengthForStats()} * kClasses[cl].size;
-  return bytes;
+  const std::int64_t left = __atomic_load_n(&budget_left_, __ATOMIC_RELAXED);
+  const std::int64_t cached = __atomic_load_n(&budget_, __ATOMIC_RELAXED) - left;
+  return cached > 0 ? static_cast<std::size_t>(cached) : 0;
 }
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS

@@ -1,21 +1,23 @@
 // ThreadCache: the top tier, one per thread, no locks, no atomic read-modify-writes.
 //
-//   lists_[class]:  head -> obj -> obj -> ... (linked through the objects' first words)
-//                   length, max_length
+//   heads[class]:    head -> obj -> obj -> ... (linked through the objects' first words)
+//   lengths[class], max_lengths[class]
 //
-// Allocation pops a list, free pushes one; only an empty list (FetchFromCentral) or a list
-// longer than its max_length (ListTooLong) leaves the thread.
+// Allocation pops a list, free pushes one; only an empty list (FetchFromCentral) or a full one
+// (MakeRoom) leaves the thread. The three arrays are kept apart (not an array of structs) so
+// that the fast path addresses each with one scaled-index instruction.
 //
 // max_length starts at 0 and grows with use: by one object per refill until it reaches the
 // class's batch (slow start: a thread that allocates three objects of a class never hoards a
 // batch), then by a batch per refill. A list that keeps overflowing past a batch shrinks again.
-// The byte budget is enforced on the limits, not the contents: the sum of max_length x object
-// size over all lists stays under kThreadCacheBudget, so the fast path checks only the length.
-// When a list must grow and the budget is spent, every list's limit is halved (Scavenge) and the
-// surplus goes back to the central cache.
+// Besides the per-list limits, the whole cache has a byte budget (its share of
+// kOverallThreadCacheBudget): the fast paths keep `budget_left` exact (one add or subtract of
+// the class size), and a free that takes it below zero gives a batch back (OverBudget).
+//
+// A thread that has no cache yet points at a shared, read-only empty cache (EmptyCache): every
+// list empty and full at once, so both fast paths fall into the slow path without a null check.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -24,51 +26,75 @@
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
 
-struct FreeList {
-  void* head = nullptr;
-  // Written only by the owning thread, read by GetStats from others: relaxed atomic stores,
-  // which compile to the same plain move as a non-atomic store.
-  std::uint32_t length = 0;
-  std::uint32_t max_length = 0;
-
-  TIERPOOL_ALWAYS_INLINE void SetLength(std::uint32_t n) {
-    __atomic_store_n(&length, n, __ATOMIC_RELAXED);
-  }
-  std::uint32_t LengthForStats() const { return __atomic_load_n(&length, __ATOMIC_RELAXED); }
-};
-static_assert(sizeof(FreeList) == 16, "the fast path indexes lists with a shift");
-
 class ThreadCache {
  public:
-  ThreadCache() = default;
+  constexpr ThreadCache() = default;
+  // A real cache (not the empty one): the class sizes and a budget of `budget` bytes.
+  void Init(std::int64_t budget);
+  // The thread's share of the overall budget changed (threads came or went): take it up.
+  void AdoptBudget(std::int64_t budget);
   ThreadCache(const ThreadCache&) = delete;
   ThreadCache& operator=(const ThreadCache&) = delete;
 
-  FreeList& list(std::uint32_t cl) { return lists_[cl]; }
+  TIERPOOL_ALWAYS_INLINE void* head(std::size_t cl) const { return heads_[cl]; }
+  TIERPOOL_ALWAYS_INLINE void set_head(std::size_t cl, void* object) { heads_[cl] = object; }
+  TIERPOOL_ALWAYS_INLINE std::uint32_t length(std::size_t cl) const { return lengths_[cl]; }
+  TIERPOOL_ALWAYS_INLINE std::uint32_t max_length(std::size_t cl) const { return max_lengths_[cl]; }
+  // The class sizes, copied into the cache so the fast path reads them at a fixed offset from
+  // the cache pointer (no global table, so no GOT load in position-independent code).
+  TIERPOOL_ALWAYS_INLINE std::int64_t object_size(std::size_t cl) const { return sizes_[cl]; }
+  // Bytes the cache may still take in; negative when over budget. Only the owner writes it.
+  TIERPOOL_ALWAYS_INLINE std::int64_t budget_left() const { return budget_left_; }
+  TIERPOOL_ALWAYS_INLINE void set_budget_left(std::int64_t n) {
+#if defined(TIERPOOL_TSAN)
+    __atomic_store_n(&budget_left_, n, __ATOMIC_RELAXED);
+#else
+    budget_left_ = n;
+#endif
+  }
+  // Only the owning thread writes a length; GetStats reads them from other threads. Under TSan
+  // the store is a relaxed atomic (the same mov, but TSan must be told); elsewhere it is plain,
+  // so the compiler can fold it into one add to memory.
+  TIERPOOL_ALWAYS_INLINE void set_length(std::size_t cl, std::uint32_t n) {
+#if defined(TIERPOOL_TSAN)
+    __atomic_store_n(&lengths_[cl], n, __ATOMIC_RELAXED);
+#else
+    lengths_[cl] = n;
+#endif
+  }
 
   // The list of `cl` is empty: refill it from the central cache and return one object
   // (nullptr when the OS refuses memory).
   void* FetchFromCentral(std::uint32_t cl);
-  // The list of `cl` just grew past max_length.
-  void ListTooLong(std::uint32_t cl);
+  // The list of `cl` is full (length == max_length): raise the limit or give a batch back.
+  // Afterwards there may still be no room (a list of limit 0).
+  void MakeRoom(std::uint32_t cl);
+  // A free of class `cl` took budget_left below zero: give objects back until it is not.
+  void OverBudget(std::uint32_t cl);
   // Everything back to the central cache (thread exit, tierpool_thread_flush).
   void ReleaseAll();
 
   std::size_t CachedBytes() const;  // for stats, callable from any thread
-  std::size_t Allowance() const { return allowance_; }
-
-  // Registry of live caches (stats, fork), guarded by the registry lock.
-  ThreadCache* registry_next = nullptr;
-  ThreadCache* registry_prev = nullptr;
 
  private:
-  bool TryGrow(std::uint32_t cl, std::uint32_t new_max);
-  void Scavenge();
   void ReleaseToCentral(std::uint32_t cl, std::uint32_t n);
 
-  FreeList lists_[kNumClasses];
-  std::size_t allowance_ = 0;  // sum of max_length x object size
+  void* heads_[kNumClasses] = {};
+  std::uint32_t lengths_[kNumClasses] = {};
+  std::uint32_t max_lengths_[kNumClasses] = {};
+  std::uint32_t sizes_[kNumClasses] = {};
+  std::int64_t budget_left_ = 0;
+  std::int64_t budget_ = 0;  // budget_ - budget_left_ = bytes cached
   std::uint8_t overages_[kNumClasses] = {};
+
+ public:
+  // Registry of live caches (stats, fork), guarded by the registry lock. Last, so that the hot
+  // arrays start at the object's first byte.
+  ThreadCache* registry_next = nullptr;
+  ThreadCache* registry_prev = nullptr;
 };
+
+// The shared empty cache of threads without one (never written).
+extern constinit ThreadCache empty_cache;
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS
