@@ -5,9 +5,11 @@
 // hooks describe every slot's life to them:
 //   - ASan (TIERPOOL_ASAN): a free or never-handed-out slot is poisoned, so touching it is a
 //     "use-after-poison" report with the stack of the bad access.
-//   - valgrind (TIERPOOL_VALGRIND): the pool is a "mempool"; each handed-out slot is a block
-//     of it, so memcheck reports invalid reads/writes, frees of pointers that are not blocks, and
-//     blocks still live when the program ends (leaks), exactly as for malloc.
+//   - valgrind (STEP05_VALGRIND_HOOKS, defined by CMake in the memcheck build; not step02's
+//     TIERPOOL_VALGRIND, which any include of step02 turns on and which would put client requests
+//     on this pool's fast path in every build): the pool is a "mempool"; each handed-out slot is a
+//     block of it, so memcheck reports invalid reads/writes, frees of pointers that are not blocks,
+//     and blocks still live when the program ends (leaks), exactly as for malloc.
 // Without either macro every hook is an empty inline function: the release build pays nothing.
 #pragma once
 
@@ -16,7 +18,7 @@
 #if TIERPOOL_ASAN
 #include <sanitizer/asan_interface.h>
 #endif
-#if TIERPOOL_VALGRIND
+#if STEP05_VALGRIND_HOOKS
 #include <valgrind/memcheck.h>
 #endif
 
@@ -28,7 +30,7 @@ inline void ChunkUnmapping([[maybe_unused]] void* p, [[maybe_unused]] std::size_
 #if TIERPOOL_ASAN
   ASAN_UNPOISON_MEMORY_REGION(p, n);
 #endif
-#if TIERPOOL_VALGRIND
+#if STEP05_VALGRIND_HOOKS
   VALGRIND_MAKE_MEM_UNDEFINED(p, n);
 #endif
 }
@@ -38,7 +40,7 @@ inline void OpenSlot([[maybe_unused]] void* p, [[maybe_unused]] std::size_t n) {
 #if TIERPOOL_ASAN
   ASAN_UNPOISON_MEMORY_REGION(p, n);
 #endif
-#if TIERPOOL_VALGRIND
+#if STEP05_VALGRIND_HOOKS
   VALGRIND_MAKE_MEM_DEFINED(p, n);
 #endif
 }
@@ -48,7 +50,7 @@ inline void CloseSlot([[maybe_unused]] void* p, [[maybe_unused]] std::size_t n) 
 #if TIERPOOL_ASAN
   ASAN_POISON_MEMORY_REGION(p, n);
 #endif
-#if TIERPOOL_VALGRIND
+#if STEP05_VALGRIND_HOOKS
   VALGRIND_MAKE_MEM_NOACCESS(p, n);
 #endif
 }
@@ -60,26 +62,26 @@ inline void HandOut([[maybe_unused]] const void* pool, [[maybe_unused]] void* p,
 #if TIERPOOL_ASAN
   ASAN_UNPOISON_MEMORY_REGION(p, n);
 #endif
-#if TIERPOOL_VALGRIND
+#if STEP05_VALGRIND_HOOKS
   VALGRIND_MEMPOOL_ALLOC(pool, p, n);
 #endif
 }
 
 // The caller gives a slot back. valgrind reports here a pointer that is not a live block.
 inline void TakeBack([[maybe_unused]] const void* pool, [[maybe_unused]] void* p) {
-#if TIERPOOL_VALGRIND
+#if STEP05_VALGRIND_HOOKS
   VALGRIND_MEMPOOL_FREE(pool, p);
 #endif
 }
 
 inline void PoolCreated([[maybe_unused]] const void* pool) {
-#if TIERPOOL_VALGRIND
+#if STEP05_VALGRIND_HOOKS
   VALGRIND_CREATE_MEMPOOL(pool, 0, 0);
 #endif
 }
 
 inline void PoolDestroyed([[maybe_unused]] const void* pool) {
-#if TIERPOOL_VALGRIND
+#if STEP05_VALGRIND_HOOKS
   VALGRIND_DESTROY_MEMPOOL(pool);
 #endif
 }

@@ -12,7 +12,7 @@
 
 #include "object_pool.h"
 
-#if TIERPOOL_VALGRIND
+#if STEP05_VALGRIND_HOOKS
 #include <valgrind/memcheck.h>
 #endif
 
@@ -113,7 +113,7 @@ TEST_F(AsanDeathTest, MemoryNeverHandedOutIsPoisonedToo) {
 }
 #endif
 
-#if TIERPOOL_VALGRIND
+#if STEP05_VALGRIND_HOOKS
 // memcheck counts the errors it reports; a child that reads freed pool memory must see the count
 // go up, and says so with its exit code (valgrind itself may turn it into --error-exitcode's 99,
 // which says the same). The child is forked, not re-executed, so that it stays under valgrind.
