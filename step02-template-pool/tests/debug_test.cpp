@@ -3,19 +3,15 @@
 // inside a pool.
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <list>
 #include <vector>
 
 #include "memory_pool.h"
 #include "pool_allocator.h"
+#include "test_support.h"
 
 #if TIERPOOL_ASAN
 #include <sanitizer/asan_interface.h>
-#endif
-#if TIERPOOL_VALGRIND
-#include <valgrind/memcheck.h>
 #endif
 
 namespace {
@@ -27,12 +23,7 @@ struct Node {
   long value[3];
 };
 
-// Reads a byte and keeps it: a load whose value is never used can be dropped, by the compiler
-// and by valgrind's own translator, and then nothing is reported.
-volatile char g_sink;
-void ReadByte(const void* p) {
-  g_sink = *static_cast<const volatile char*>(p);
-}
+using tierpool_test::ReadByte;
 
 TEST(HardenedDeathTest, DoubleFreeAbortsNamingThePointerAndTheStep) {
   MemoryPool<Node, 0, Hardened> pool;
@@ -126,28 +117,11 @@ TEST(AsanDeathTest, FixedPoolIsPoisonedWhileAliveAndCleanAfterwards) {
 #endif
 
 // Under memcheck the pool is a valgrind mempool: reading a freed block is an "Invalid read".
-// The read runs in a forked child ("fast" death test: valgrind follows fork, not exec), so the
-// parent's own run stays error-free; the child reports how many errors memcheck counted.
 TEST(ValgrindDeathTest, UseAfterFreeInsideThePoolIsReported) {
-#if TIERPOOL_VALGRIND
-  if (!RUNNING_ON_VALGRIND) GTEST_SKIP() << "run under valgrind (the memcheck preset)";
-  GTEST_FLAG_SET(death_test_style, "fast");
   MemoryPool<Node> pool;
   void* p = pool.alloc();
   pool.free(p);
-  EXPECT_EXIT(
-      {
-        const unsigned before = VALGRIND_COUNT_ERRORS;
-        ReadByte(static_cast<char*>(p) + 8);
-        std::fprintf(stderr, "memcheck errors: %u\n", VALGRIND_COUNT_ERRORS - before);
-        std::fflush(stderr);
-        std::_Exit(0);
-      },
-      [](int) { return true; }, "memcheck errors: 1");
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-#else
-  GTEST_SKIP() << "built without <valgrind/memcheck.h>";
-#endif
+  tierpool_test::ExpectMemcheckErrors([&] { ReadByte(static_cast<char*>(p) + 8); }, 1);
 }
 
 }  // namespace

@@ -19,10 +19,6 @@ using step02::MemoryPool;
 
 namespace {
 
-#define SKIP_UNLESS_OPERATOR_NEW_IS_OURS() \
-  if (!tierpool_test::OperatorNewIsOurs()) \
-  GTEST_SKIP() << "operator new is not replaceable here (valgrind has its own)"
-
 template <std::size_t Align, std::size_t Size>
 struct alignas(Align) Blob {
   unsigned char bytes[Size];

@@ -186,7 +186,7 @@ TEST(PoolAllocatorTest, ArraysGoUpstreamAndStayAligned) {
 }
 
 TEST(PoolAllocatorTest, ThePoolsDieWithTheLastAllocator) {
-  if (!tierpool_test::OperatorNewIsOurs()) GTEST_SKIP() << "valgrind replaced operator new";
+  SKIP_UNLESS_OPERATOR_NEW_IS_OURS();
   tierpool_test::AllocationCounter counter;
   {
     PoolList<int> list;

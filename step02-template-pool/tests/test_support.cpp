@@ -1,7 +1,16 @@
 #include "test_support.h"
 
+#include <gtest/gtest.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <string>
+
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define TIERPOOL_TEST_HAS_VALGRIND 1
+#endif
 
 namespace {
 std::size_t g_news = 0;
@@ -31,22 +40,24 @@ void Free(void* p) noexcept {
 }
 }  // namespace
 
-void* operator new(std::size_t size) {
+// Never inlined: valgrind replaces these functions by their symbols, and an inlined copy in this
+// file would allocate with malloc behind its back.
+[[gnu::noinline]] void* operator new(std::size_t size) {
   return Allocate(size, alignof(std::max_align_t));
 }
-void* operator new(std::size_t size, std::align_val_t align) {
+[[gnu::noinline]] void* operator new(std::size_t size, std::align_val_t align) {
   return Allocate(size, std::size_t(align));
 }
-void operator delete(void* p) noexcept {
+[[gnu::noinline]] void operator delete(void* p) noexcept {
   Free(p);
 }
-void operator delete(void* p, std::size_t) noexcept {
+[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept {
   Free(p);
 }
-void operator delete(void* p, std::align_val_t) noexcept {
+[[gnu::noinline]] void operator delete(void* p, std::align_val_t) noexcept {
   Free(p);
 }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+[[gnu::noinline]] void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
   Free(p);
 }
 
@@ -68,6 +79,32 @@ bool OperatorNewIsOurs() {
   const std::size_t before = g_news;
   global_delete(global_new(1));
   return g_news != before;
+}
+
+volatile char g_sink;
+void ReadByte(const void* p) {
+  g_sink = *static_cast<const volatile char*>(p);
+}
+
+void ExpectMemcheckErrors(const std::function<void()>& bad, unsigned errors) {
+#if TIERPOOL_TEST_HAS_VALGRIND
+  if (!RUNNING_ON_VALGRIND) GTEST_SKIP() << "run under valgrind (the memcheck preset)";
+  GTEST_FLAG_SET(death_test_style, "fast");
+  const std::string expected = "memcheck errors: " + std::to_string(errors) + "\n";
+  EXPECT_EXIT(
+      {
+        const unsigned before = VALGRIND_COUNT_ERRORS;
+        bad();
+        std::fprintf(stderr, "memcheck errors: %u\n", VALGRIND_COUNT_ERRORS - before);
+        std::fflush(stderr);
+        std::_Exit(0);
+      },
+      [](int) { return true; }, expected);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+#else
+  (void)bad, (void)errors;
+  GTEST_SKIP() << "built without <valgrind/memcheck.h>";
+#endif
 }
 
 FailNextAllocations::FailNextAllocations(int n) {

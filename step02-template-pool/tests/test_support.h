@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdlib>
+#include <functional>
 
 namespace tierpool_test {
 
@@ -24,12 +25,25 @@ class AllocationCounter {
 // its own, and then counting and failure injection do nothing).
 bool OperatorNewIsOurs();
 
+#define SKIP_UNLESS_OPERATOR_NEW_IS_OURS() \
+  if (!tierpool_test::OperatorNewIsOurs()) \
+  GTEST_SKIP() << "operator new is not replaceable here (valgrind has its own)"
+
 // While alive, the next `n` calls of the global operator new throw std::bad_alloc.
 class FailNextAllocations {
  public:
   explicit FailNextAllocations(int n);
   ~FailNextAllocations();
 };
+
+// Reads a byte and keeps it: a load whose value is never used can be dropped, by the compiler
+// and by valgrind's own translator, and then no tool reports it.
+void ReadByte(const void* p);
+
+// Under valgrind memcheck: runs `bad` in a forked child (a "fast" death test: valgrind follows
+// fork, not exec) and expects memcheck to count exactly `errors` errors there, so the parent's
+// own run stays error-free. Skips the test when not under memcheck.
+void ExpectMemcheckErrors(const std::function<void()>& bad, unsigned errors);
 
 // `n`, or a tenth of it under valgrind (TIERPOOL_UNDER_VALGRIND is set by the memcheck preset).
 inline int Scaled(int n) {
