@@ -33,7 +33,8 @@ libdir=$(pkg-config --variable=libdir tierpool)
 # shellcheck disable=SC2046  # pkg-config's flags are meant to be split
 cc -o "$work/c_via_pkg_config" "$example/main.c" $(pkg-config --cflags --libs tierpool) \
    -Wl,-rpath,"$libdir"
-"$work/c_via_pkg_config" | head -n 1
+"$work/c_via_pkg_config" >"$work/c_via_pkg_config.out"
+head -n 1 "$work/c_via_pkg_config.out"
 preload=$(pkg-config --variable=preload_library tierpool)
 LD_PRELOAD=$preload "$work/consumer/unaware" | grep libtierpool
 echo "the installed package works with CMake, pkg-config and LD_PRELOAD"

@@ -37,7 +37,8 @@ git config user.useConfigOnly false
 echo "commits: $(git rev-list --count HEAD)"
 echo "files: $(git ls-files | wc -l)"
 git log --format='%H %s' -n 20
-git grep -c -i -e alloc -e free | head -n 100
+git grep -c -i -e alloc -e free >"$DROPIN_SCRATCH/grep.txt"
+echo "grep: $(wc -l <"$DROPIN_SCRATCH/grep.txt") files match, $(sha256sum <"$DROPIN_SCRATCH/grep.txt")"
 git log -p | sha256sum
 
 # New history with fixed dates: the same commit ids on any malloc.
