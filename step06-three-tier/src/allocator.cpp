@@ -18,6 +18,9 @@ std::atomic<int> init_state{0};
 __thread ThreadCache* tls_cache TIERPOOL_INITIAL_EXEC = &empty_cache;
 std::uintptr_t free_list_secret = 0;
 char valgrind_pool_anchor = 0;
+char valgrind_leak_search_anchor[16] = {};
+// The pointer that keeps the anchor reachable (so it is never reported itself).
+char* valgrind_leak_search_anchor_ref = valgrind_leak_search_anchor;
 
 namespace {
 
@@ -114,10 +117,11 @@ void InitSlow() {
   int expected = 0;
   if (init_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
     if constexpr (kHardened) {
-      // 16 random bytes the kernel gives every process; no syscall, no allocation.
-      const auto* random = reinterpret_cast<const std::uintptr_t*>(getauxval(AT_RANDOM));
-      free_list_secret = (random ? random[0] : 0) ^ reinterpret_cast<std::uintptr_t>(&expected);
-      free_list_secret |= 1;
+      // 16 random bytes the kernel gives every process (not aligned); no syscall, no allocation.
+      std::uintptr_t random = 0;
+      if (const auto* bytes = reinterpret_cast<const void*>(getauxval(AT_RANDOM)))
+        std::memcpy(&random, bytes, sizeof(random));
+      free_list_secret = (random ^ reinterpret_cast<std::uintptr_t>(&expected)) | 1;
     }
     ToolsCreatePool();
     Globals* g = ::new (globals_storage) Globals();

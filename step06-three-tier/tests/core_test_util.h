@@ -23,15 +23,12 @@ inline bool UnderSanitizer() {
 #endif
 }
 
-// Loop counts shrink under valgrind (threads run one at a time, ~30x slower) and TSan.
-inline int Scaled(int normal, int tsan, int valgrind) {
+// Loop counts shrink under valgrind (threads run one at a time, ~30x slower) and the
+// sanitizers (`sanitizer`: TSan and ASan, which are some 5-15x slower).
+inline int Scaled(int normal, int sanitizer, int valgrind) {
   if (UnderValgrind()) return valgrind;
-#if defined(TIERPOOL_TSAN)
-  return tsan;
-#else
-  (void)tsan;
+  if (UnderSanitizer()) return sanitizer;
   return normal;
-#endif
 }
 
 // Resident set size of this process, from /proc/self/statm.
