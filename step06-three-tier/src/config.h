@@ -67,8 +67,10 @@ inline constexpr std::uint32_t kMaxListLength = 32768;
 
 // When the page heap gives free pages back to the OS (madvise): a free span that nobody reused
 // for kReleaseDelayMs goes back (so a program that allocates in waves keeps its memory warm
-// between waves), and free backed memory never exceeds what is in use plus
-// kMaxBackedFreeSlack (so a peak that is over gives its memory back at once, down to that).
+// between waves, and one whose peak is over gives its memory back a second later). And at
+// once, whatever would make the backed memory (in use + free) exceed the peak in use of the
+// last one or two delays by more than kMaxBackedFreeSlack: a heap that keeps growing without
+// reusing its free spans (sizes that never fit) cannot pile up free memory.
 inline constexpr std::uint64_t kReleaseDelayMs = 1000;
 inline constexpr std::size_t kMaxBackedFreeSlack = 64 * std::size_t{1} << 20;
 

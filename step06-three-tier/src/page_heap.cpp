@@ -58,7 +58,9 @@ Span* PageHeap::HandOutLocked(Span* span, std::size_t pages, SpanState state) {
   // Set before the lock drops: a neighbour's Delete must never see this span as free.
   span->state = state;
   span->released = false;
-  in_use_pages_.fetch_add(span->num_pages, std::memory_order_relaxed);
+  const std::size_t in_use =
+      in_use_pages_.fetch_add(span->num_pages, std::memory_order_relaxed) + span->num_pages;
+  if (in_use > window_peak_pages_) window_peak_pages_ = in_use;
   spans_in_use_.fetch_add(1, std::memory_order_relaxed);
   return span;
 }
@@ -167,14 +169,25 @@ Span* PageHeap::CoalesceLocked(Span* span) {
   return span;
 }
 
-// Gives memory back to the OS: first, largest spans first, while backed free memory exceeds
-// in-use memory plus the slack; then every span free for longer than the delay (looked for at
-// most four times per delay). The lock is dropped around each madvise.
+// Gives memory back to the OS: first, largest spans first, while backed memory (in use and
+// free) exceeds the recent peak in use by more than the slack; then every span free for longer
+// than the delay (looked for at most four times per delay). The lock is dropped around each
+// madvise.
 void PageHeap::ReleaseLocked() {
+  const std::uint64_t now = NowMs();
+  const std::size_t in_use_now = in_use_pages_.load(std::memory_order_relaxed);
+  if (now - window_start_ms_ >= kReleaseDelayMs) {
+    previous_window_peak_pages_ = window_peak_pages_;
+    window_peak_pages_ = in_use_now;
+    window_start_ms_ = now;
+  }
   for (;;) {
-    const std::size_t backed = free_backed_pages_.load(std::memory_order_relaxed) << kPageShift;
-    const std::size_t in_use = in_use_pages_.load(std::memory_order_relaxed) << kPageShift;
-    if (backed <= in_use + kMaxBackedFreeSlack) break;
+    const std::size_t backed = free_backed_pages_.load(std::memory_order_relaxed);
+    const std::size_t in_use = in_use_pages_.load(std::memory_order_relaxed);
+    const std::size_t peak = window_peak_pages_ > previous_window_peak_pages_
+                                 ? window_peak_pages_
+                                 : previous_window_peak_pages_;
+    if (in_use + backed <= peak + (kMaxBackedFreeSlack >> kPageShift)) break;
     Span* victim = nullptr;
     for (Span* s = large_[0].begin(); s != large_[0].end(); s = s->next) {
       if (victim == nullptr || s->num_pages > victim->num_pages) victim = s;
@@ -189,7 +202,6 @@ void PageHeap::ReleaseLocked() {
     if (victim == nullptr) break;
     ReleaseSpanLocked(victim);
   }
-  const std::uint64_t now = NowMs();
   if (now - last_expiry_scan_ms_ < kReleaseDelayMs / 4) return;
   last_expiry_scan_ms_ = now;
   for (;;) {

@@ -8,7 +8,7 @@
 // Freed spans coalesce with free neighbours of the same kind, found through the page map (a
 // free span records itself at its first and last page). Backed free spans go back to the OS
 // (madvise) when nobody reused them for kReleaseDelayMs, and at once, largest first, while
-// backed free memory exceeds in-use memory plus kMaxBackedFreeSlack.
+// backed memory exceeds the recent peak of in-use memory by more than kMaxBackedFreeSlack.
 // One lock; it is never held across mmap (Grow) or madvise (ReleaseLocked).
 #pragma once
 
@@ -97,6 +97,10 @@ class PageHeap {
   std::atomic<std::size_t> spans_in_use_{0};
   std::atomic<std::size_t> large_in_use_bytes_{0};
   std::uint64_t last_expiry_scan_ms_ = 0;
+  // Peak of in-use pages in the current window of kReleaseDelayMs and in the one before.
+  std::size_t window_peak_pages_ = 0;
+  std::size_t previous_window_peak_pages_ = 0;
+  std::uint64_t window_start_ms_ = 0;
 };
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS

@@ -1,9 +1,10 @@
 // Memory goes back to the OS: after a 1 GiB working set of mixed sizes is allocated, touched
 // and freed, the process's resident set (from /proc/self/statm) is back within 64 MiB of where
-// it started. At once, free memory beyond in-use + 64 MiB goes back; the rest once nobody has
-// reused it for the release delay (about a second), on the next call that reaches the page heap
-// (here tierpool_thread_flush, as at thread exit). Sanitizers keep shadow memory for every byte
-// ever touched, so under them the test checks the allocator's own counters instead of the RSS.
+// it started. Free memory stays warm for the release delay (about a second: a program that
+// allocates in waves does not pay page faults every wave), then goes back on the next call that
+// reaches the page heap (here tierpool_thread_flush, as at thread exit). Sanitizers keep shadow
+// memory for every byte ever touched, so under them the test checks the allocator's own counters
+// instead of the RSS.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -72,8 +73,6 @@ TEST(CoreRss, ResidentMemoryFallsBackAfterAFreedOneGibPeak) {
   EXPECT_GE(end.released_bytes, working_set - 64 * kMiB);
   if (!core_test::UnderSanitizer()) {
     EXPECT_GE(rss_peak, rss_start + working_set / 2);
-    // At once: the slack the page heap may keep, and what the central lists pin.
-    EXPECT_LE(rss_at_once, rss_start + 64 * kMiB + 64 * kMiB);
     EXPECT_LE(rss_end, rss_start + 64 * kMiB);
   }
 }
