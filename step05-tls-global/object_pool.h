@@ -228,9 +228,16 @@ class ObjectPool {
       const std::size_t items = HeadItems();
       tools::OpenSlot(head, kSlotSize);
       --length_;
-      if (items == kPerNode - 1) {
-        // First use of a full node: its successor is the line needed kPerNode calls from now.
-        __builtin_prefetch(head->links_[0], 1);
+      // Prefetch the nodes ahead, so that reaching one is not a cache miss: the next node when
+      // this one is first used (kPerNode calls ahead), the one after it near the end of this
+      // node, once the next node's line has had time to arrive (kPerNode + 1 calls ahead).
+      if (items == kPerNode - 1) __builtin_prefetch(head->links_[0], 1);
+      if constexpr (kPerNode > 2) {
+        if (items == 1 && head->links_[0] != nullptr) {
+          tools::OpenSlot(head->links_[0], sizeof(Slot*));
+          __builtin_prefetch(head->links_[0]->links_[0], 1);
+          tools::CloseSlot(head->links_[0], kSlotSize);
+        }
       }
       if (items > 0) {
         Slot* slot = head->links_[items];

@@ -147,6 +147,31 @@ TEST(Wrapper, NullptrFreeIsANoOpAndOversizeThrows) {
   pool.free(p);
 }
 
+TEST(Wrapper, WrapsStep03sSizeClassPoolForMixedSizesFromManyThreads) {
+  step04::MTMemoryPool<step03::SizeClassPool<>, step04::SpinLock> pool;
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::pair<unsigned char*, std::size_t>> mine;
+      for (int i = 0; i < 3000; ++i) {
+        const std::size_t size = 1 + std::size_t((i * 37 + t * 11) % 2048);
+        auto* p = static_cast<unsigned char*>(pool.alloc(size));
+        std::memset(p, t + 1, size);
+        mine.emplace_back(p, size);
+      }
+      for (auto [p, size] : mine) {
+        for (std::size_t b = 0; b < size; ++b)
+          if (p[b] != t + 1) bad.fetch_add(1);
+        pool.free(p);
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
 TEST(Wrapper, NullLockWrapsForOneThread) {
   step04::LockedMemoryPool<64, step04::NullLock> pool;
   void* a = pool.alloc(64);

@@ -30,13 +30,13 @@ void Check(const unsigned char* p) {
     ASSERT_EQ(p[i], static_cast<unsigned char>(stamp + i)) << "block changed while live";
 }
 
-template <class Lock>
+template <class Pool>
 void Stress() {
   const bool valgrind = std::getenv("TIERPOOL_UNDER_VALGRIND") != nullptr;
   const int threads = valgrind ? 2 : 4;
   const int generations = valgrind ? 2 : 4;
   const int operations = valgrind ? 3000 : 30000;
-  step04::LockedMemoryPool<kBlock, Lock> pool;
+  Pool pool;
   std::mutex handoff_mutex;
   std::vector<unsigned char*> handoff;  // blocks allocated by one thread, freed by another
   std::atomic<std::uint32_t> stamps{1};
@@ -87,11 +87,14 @@ void Stress() {
   }
 }
 
-TEST(LockedPoolStress, Mutex) {
-  Stress<step04::MutexLock>();
+TEST(LockedPoolStress, MemoryPoolBehindAMutex) {
+  Stress<step04::LockedMemoryPool<kBlock, step04::MutexLock>>();
 }
-TEST(LockedPoolStress, SpinLock) {
-  Stress<step04::SpinLock>();
+TEST(LockedPoolStress, MemoryPoolBehindASpinLock) {
+  Stress<step04::LockedMemoryPool<kBlock, step04::SpinLock>>();
+}
+TEST(LockedPoolStress, SizeClassPoolBehindASpinLock) {
+  Stress<step04::MTMemoryPool<step03::SizeClassPool<>, step04::SpinLock>>();
 }
 
 }  // namespace
