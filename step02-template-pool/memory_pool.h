@@ -50,11 +50,11 @@ class BlockPool {
   constexpr BlockPool(std::size_t object_size, std::size_t object_align,
                       std::size_t first_chunk_blocks = kFirstChunkBlocks,
                       const char* name = "BlockPool") noexcept
-      : block_size_(BlockSizeFor(object_size, object_align)),
+      : tracker_(kStepName, name),
+        block_size_(BlockSizeFor(object_size, object_align)),
         block_align_(BlockAlignFor(object_align)),
         first_chunk_blocks_(std::max<std::size_t>(first_chunk_blocks, 1)),
-        next_chunk_blocks_(first_chunk_blocks_),
-        tracker_(kStepName, name) {}
+        next_chunk_blocks_(first_chunk_blocks_) {}
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
   ~BlockPool() { release(); }
@@ -183,7 +183,9 @@ class BlockPool {
     }
   }
 
+  // The free list's head and the tracker's watched() flag first: both fast paths read only them.
   debug::FreeList<Checks> free_;
+  debug::BlockTracker<Checks> tracker_;
   char* carve_ = nullptr;  // the never-used rest of the newest chunk: [carve_, carve_end_)
   char* carve_end_ = nullptr;
   Chunk* chunks_ = nullptr;  // newest first
@@ -192,7 +194,6 @@ class BlockPool {
   std::size_t block_align_;
   std::size_t first_chunk_blocks_;
   std::size_t next_chunk_blocks_;
-  debug::BlockTracker<Checks> tracker_;
 };
 
 // Capacity 0 (the default): grows by chunks. Capacity N > 0: the specialization below.

@@ -234,11 +234,11 @@ class BlockTracker {
   using Ledger =
       std::conditional_t<Checks::kHardened, std::unordered_map<const void*, std::size_t>, NoLedger>;
 
+  bool on_memcheck_ = false;  // first: a pool puts its tracker next to its free list's head
+  bool started_ = false;
   const char* step_;
   const char* pool_;
   const void* id_ = nullptr;
-  bool started_ = false;
-  bool on_memcheck_ = false;
   [[no_unique_address]] Ledger live_{};
 };
 

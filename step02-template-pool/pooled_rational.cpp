@@ -26,8 +26,9 @@ void BookRational::deleteMemPool() noexcept {
   memPool = nullptr;
 }
 
-// Constant-initialized (MemoryPool's constructor is constexpr): ready before any static
-// constructor of another file can create a Rational.
+// Constant-initialized (MemoryPool's constructor is constexpr; the hardened ledger is not, so
+// with TIERPOOL_HARDENED=1 it is initialized at start-up like any other static): ready before any
+// static constructor of another file can create a Rational.
 MemoryPool<Rational> Rational::memPool;
 
 }  // namespace step02

@@ -215,6 +215,7 @@ class ByteMemoryPool {
     return reinterpret_cast<char*>((a + align - 1) & ~(align - 1));
   }
 
+  step02::debug::BlockTracker<Checks> tracker_{kStepName, "ByteMemoryPool"};  // read by alloc()
   char* cursor_ = nullptr;  // the bump region: [cursor_, end_)
   char* end_ = nullptr;
   MemoryChunk* chunks_ = nullptr;  // in use since the last reset, newest first
@@ -223,7 +224,6 @@ class ByteMemoryPool {
   std::size_t buffer_size_;
   std::size_t first_chunk_size_;
   std::size_t next_chunk_size_;
-  step02::debug::BlockTracker<Checks> tracker_{kStepName, "ByteMemoryPool"};
 };
 
 }  // namespace step03

@@ -272,11 +272,11 @@ class SizeClassPool {
     ::operator delete (chunk, std::align_val_t{kChunkSize});
   }
 
+  step02::debug::BlockTracker<Checks> tracker_{kStepName, "SizeClassPool"};  // read by every call
   std::array<ClassState, SizeClasses::kCount> classes_{};
   Chunk* chunks_ = nullptr;  // every class's chunks, newest first
   Chunk* large_ = nullptr;   // live large blocks
   std::size_t chunk_count_ = 0;
-  step02::debug::BlockTracker<Checks> tracker_{kStepName, "SizeClassPool"};
 };
 
 }  // namespace step03
