@@ -1,5 +1,5 @@
 // The drop-in semantics: what glibc's malloc family and the C++ allocation operators promise,
-// written once on top of the tierpool C API.
+// written once on top of the allocator.
 //
 // malloc_shim.cpp and new_delete.cpp only give these functions the standard names. Keeping the
 // rules here, under names of their own, lets a test exercise every edge case without replacing the
@@ -40,7 +40,8 @@ inline bool IsPowerOfTwo(std::size_t n) {
 // The size classes step by 8 bytes up to 128, so a 24-byte class holds objects 8 bytes apart.
 // A malloc caller may store any 16-byte-aligned type in 24 bytes: rounding every request above
 // 8 bytes to a multiple of 16 lands it in a class whose objects all start 16-byte aligned (a
-// class of size 16k packs its objects at multiples of 16k from a page boundary).
+// class whose size is a multiple of 16 packs its objects at multiples of that size from a page
+// boundary).
 // Requests too big to round are left alone: the allocator refuses them with ENOMEM.
 inline std::size_t MallocRequest(std::size_t size) {
   if (size <= 8 || size > SIZE_MAX - (kMallocAlignment - 1)) return size;
