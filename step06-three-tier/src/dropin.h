@@ -152,49 +152,56 @@ inline std::size_t UsableSize(const void* ptr) {
 }
 
 // --- C++ operator new / delete ------------------------------------------------------------------
+//
+// C++ asks less alignment of `operator new(n)` than C asks of malloc: storage for an object of
+// size n, whose alignment divides n ([basic.stc.dynamic.allocation]). The size classes give that
+// unrounded (a class of size 24 holds objects 8-aligned, all a 24-byte object can need), so the
+// single-object forms skip malloc's rounding. `operator new[](n)` must hold any object no larger
+// than n (a 16-aligned one in 24 bytes), so the array forms round as malloc does; their sized
+// deletes round the same way, so the allocator finds the class the block came from.
+//
+// malloc_shim.cpp and new_delete.cpp are built without exceptions: a noexcept function that may
+// call a throwing one keeps a frame and cannot end in a tail call, which costs the fast paths a few
+// instructions. What throws lives in dropin.cpp.
 
 // The slow path of every operator new, taken only once the allocator has said no: call the
-// new-handler and retry, for as long as there is one ([new.delete.single]); without one, throw
-// std::bad_alloc, or for the nothrow forms return nullptr (a handler that throws ends the nothrow
-// forms the same way, as libstdc++ does). `alignment` 0 means the default alignment.
-[[gnu::noinline, gnu::cold]] inline void* RetryNew(std::size_t size, std::size_t alignment,
-                                                   bool nothrow) {
-  for (;;) {
-    std::new_handler handler = std::get_new_handler();
-    if (handler == nullptr) {
-      if (nothrow) return nullptr;
-      throw std::bad_alloc();
-    }
-    if (nothrow) {
-      try {
-        handler();
-      } catch (...) {
-        return nullptr;
-      }
-    } else {
-      handler();
-    }
-    void* block = alignment == 0 ? Malloc(size) : AlignedAllocate(alignment, size);
-    if (block != nullptr) return block;
-  }
-}
+// new-handler and retry `request` bytes (already rounded) for as long as there is a handler
+// ([new.delete.single]); without one, throw std::bad_alloc, or for the nothrow forms return
+// nullptr (a handler that throws ends the nothrow forms the same way, as libstdc++ does).
+// `alignment` 0 means the default alignment.
+void* RetryNew(std::size_t request, std::size_t alignment, bool nothrow);
+[[noreturn]] void ThrowBadAlloc();
 
 inline void* OperatorNew(std::size_t size) {
-  void* block = Malloc(size);
+  void* block = impl::Allocate(size);
   if (__builtin_expect(block != nullptr, 1)) return block;
   return RetryNew(size, 0, false);
 }
 
+inline void* OperatorNewArray(std::size_t size) {
+  const std::size_t request = MallocRequest(size);
+  void* block = impl::Allocate(request);
+  if (__builtin_expect(block != nullptr, 1)) return block;
+  return RetryNew(request, 0, false);
+}
+
 inline void* OperatorNewNothrow(std::size_t size) noexcept {
-  void* block = Malloc(size);
+  void* block = impl::Allocate(size);
   if (__builtin_expect(block != nullptr, 1)) return block;
   return RetryNew(size, 0, true);
+}
+
+inline void* OperatorNewArrayNothrow(std::size_t size) noexcept {
+  const std::size_t request = MallocRequest(size);
+  void* block = impl::Allocate(request);
+  if (__builtin_expect(block != nullptr, 1)) return block;
+  return RetryNew(request, 0, true);
 }
 
 // An alignment that is not a power of two cannot be served: std::bad_alloc (as libstdc++ does),
 // or nullptr for the nothrow form.
 inline void* OperatorNewAligned(std::size_t size, std::size_t alignment) {
-  if (!IsPowerOfTwo(alignment)) throw std::bad_alloc();
+  if (!IsPowerOfTwo(alignment)) ThrowBadAlloc();
   void* block = AlignedAllocate(alignment, size);
   if (__builtin_expect(block != nullptr, 1)) return block;
   return RetryNew(size, alignment, false);
@@ -211,9 +218,13 @@ inline void OperatorDelete(void* ptr) noexcept {
   impl::Free(ptr);
 }
 
-// Sized delete passes the size the program asked for, rounded exactly as operator new rounded
-// it, so the allocator can find the size class without a page-map lookup.
+// Sized delete passes the size the program asked for (rounded as its operator new rounded it),
+// so the allocator finds the size class without a page-map lookup.
 inline void OperatorDeleteSized(void* ptr, std::size_t size) noexcept {
+  impl::FreeSized(ptr, size);
+}
+
+inline void OperatorDeleteArraySized(void* ptr, std::size_t size) noexcept {
   impl::FreeSized(ptr, MallocRequest(size));
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -95,9 +96,9 @@ NewApi TestedNew() {
   using N = std::nothrow_t;
   return NewApi{
       rules::OperatorNew,
-      rules::OperatorNew,
+      rules::OperatorNewArray,
       [](size_t n, const N&) { return rules::OperatorNewNothrow(n); },
-      [](size_t n, const N&) { return rules::OperatorNewNothrow(n); },
+      [](size_t n, const N&) { return rules::OperatorNewArrayNothrow(n); },
       [](size_t n, A a) { return rules::OperatorNewAligned(n, size_t(a)); },
       [](size_t n, A a) { return rules::OperatorNewAligned(n, size_t(a)); },
       [](size_t n, A a, const N&) { return rules::OperatorNewAlignedNothrow(n, size_t(a)); },
@@ -107,7 +108,7 @@ NewApi TestedNew() {
       [](void* p, const N&) { rules::OperatorDelete(p); },
       [](void* p, const N&) { rules::OperatorDelete(p); },
       rules::OperatorDeleteSized,
-      rules::OperatorDeleteSized,
+      rules::OperatorDeleteArraySized,
       [](void* p, A) { rules::OperatorDelete(p); },
       [](void* p, A) { rules::OperatorDelete(p); },
       [](void* p, A, const N&) { rules::OperatorDelete(p); },
@@ -635,9 +636,16 @@ TEST(DropinNew, EveryFormAllocatesAndEveryDeleteFrees) {
   p = ours_new.plain(0);
   ASSERT_NE(p, nullptr);
   ours_new.del(p);
+  // new(n): aligned for an object of size n; new[](n): for any object no larger than n.
   p = ours_new.plain(24);
-  EXPECT_TRUE(AlignedTo(p, __STDCPP_DEFAULT_NEW_ALIGNMENT__));
+  EXPECT_TRUE(AlignedTo(p, 8));
   ours_new.del_sized(p, 24);
+  p = ours_new.plain(32);
+  EXPECT_TRUE(AlignedTo(p, __STDCPP_DEFAULT_NEW_ALIGNMENT__));
+  ours_new.del_sized(p, 32);
+  p = ours_new.array(24);
+  EXPECT_TRUE(AlignedTo(p, __STDCPP_DEFAULT_NEW_ALIGNMENT__));
+  ours_new.array_del_sized(p, 24);
   p = ours_new.array(1000);
   ours_new.array_del(p);
   p = ours_new.array(1000);
@@ -667,14 +675,24 @@ TEST(DropinNew, EveryFormAllocatesAndEveryDeleteFrees) {
   }
 }
 
-TEST(DropinNew, SizedDeleteOfEverySmallSize) {
-  std::vector<std::pair<void*, size_t>> blocks;
-  for (size_t n = 0; n <= 2048; ++n)
-    blocks.emplace_back(ours_new.plain(n), n);
-  for (auto [p, n] : blocks)
+// Every size, freed with its size: the hardened build (the asan preset) aborts when a sized
+// delete names another size class than the block's.
+TEST(DropinNew, SizedDeleteAndAlignmentOfEverySmallSize) {
+  std::vector<std::pair<void*, size_t>> singles, arrays;
+  for (size_t n = 0; n <= 2048; ++n) {
+    void* single = ours_new.plain(n);
+    // The largest power of two that divides n, up to 16: what an object of size n can need.
+    const size_t object_alignment = n == 0 ? 1 : std::min<size_t>(n & (~n + 1), 16);
+    EXPECT_TRUE(AlignedTo(single, object_alignment)) << "new(" << n << ") = " << single;
+    singles.emplace_back(single, n);
+    void* array = ours_new.array(n);
+    EXPECT_TRUE(AlignedTo(array, n > 8 ? 16 : 8)) << "new[](" << n << ") = " << array;
+    arrays.emplace_back(array, n);
+  }
+  for (auto [p, n] : singles)
     ours_new.del_sized(p, n);
-  for (size_t n = 0; n <= 2048; n += 7)
-    ours_new.array_del_sized(ours_new.array(n), n);
+  for (auto [p, n] : arrays)
+    ours_new.array_del_sized(p, n);
 }
 
 // The handler is called again after every failed attempt until it goes away; then bad_alloc.
