@@ -158,6 +158,24 @@ TEST(SizeClassPoolTest, TeardownFreesEveryChunkAndLargeBlock) {
   EXPECT_EQ(counter.news(), counter.deletes());
 }
 
+TEST(SizeClassPoolTest, FailedChunkThrowsAndLeavesThePoolUsable) {
+  SKIP_UNLESS_OPERATOR_NEW_IS_OURS();
+  Pool pool;
+  void* small = pool.alloc(24);
+  {
+    tierpool_test::FailNextAllocations fail(2);
+    EXPECT_THROW((void)pool.alloc(1000), std::bad_alloc) << "a new class needs a new chunk";
+    EXPECT_THROW((void)pool.alloc(100000), std::bad_alloc) << "a large block goes upstream";
+  }
+  EXPECT_EQ(pool.chunk_count(), 1u);
+  void* again = pool.alloc(24);  // the 24-byte class's chunk still serves
+  void* other = pool.alloc(1000);
+  EXPECT_EQ(pool.chunk_count(), 2u);
+  pool.free(small);
+  pool.free(again);
+  pool.free(other);
+}
+
 TEST(SizeClassPoolTest, ZeroSizeGivesDistinctBlocksAndNullptrIsANoOp) {
   Pool pool;
   void* a = pool.alloc(0);
