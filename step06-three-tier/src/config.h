@@ -62,8 +62,9 @@ inline constexpr std::size_t kMinGrowBytes = 32 * std::size_t{1} << 20;
 inline constexpr std::size_t kOverallThreadCacheBudget = 64 * std::size_t{1} << 20;
 inline constexpr std::size_t kMinThreadCacheBudget = 1 * std::size_t{1} << 20;
 inline constexpr std::size_t kMaxThreadCacheBudget = 16 * std::size_t{1} << 20;
-// Longest a single thread-cache list may grow (the byte budget usually stops it first).
-inline constexpr std::uint32_t kMaxListLength = 32768;
+// Longest a single thread-cache list may grow. The byte budget is the real bound; this only
+// keeps lengths far from overflow (16 MiB of 8-byte objects is 2 M objects).
+inline constexpr std::uint32_t kMaxListLength = std::uint32_t{1} << 22;
 
 // When the page heap gives free pages back to the OS (madvise): a free span that nobody reused
 // for kReleaseDelayMs goes back (so a program that allocates in waves keeps its memory warm
