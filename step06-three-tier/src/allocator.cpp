@@ -189,7 +189,7 @@ void PushFull(ThreadCache* tc, void* ptr, std::uint32_t cl) {
 }
 
 void* AllocateLarge(std::size_t size, std::size_t alignment) {
-  if (size > kMaxRequest) {
+  if (size > kMaxRequest || alignment > kMaxRequest) {
     errno = ENOMEM;
     return nullptr;
   }

@@ -126,6 +126,14 @@ TEST(CoreApi, AlignedAllocationForEveryPowerOfTwo) {
   }
 }
 
+TEST(CoreApi, AlignmentBeyondTheAddressSpaceIsEnomem) {
+  for (int shift : {47, 50, 63}) {
+    errno = 0;
+    EXPECT_EQ(tierpool_aligned_alloc(std::size_t{1} << shift, 64), nullptr) << shift;
+    EXPECT_EQ(errno, ENOMEM);
+  }
+}
+
 TEST(CoreApi, AlignmentNotAPowerOfTwoIsEinval) {
   for (std::size_t alignment : {std::size_t{0}, std::size_t{3}, std::size_t{24}, std::size_t{4097},
                                 std::numeric_limits<std::size_t>::max()}) {
