@@ -192,31 +192,46 @@ class ObjectPool {
   static constexpr std::size_t kChunkBytes = sizeof(BlockChunk);
 
   // A free list: head and length. Beyond the article, the list is *unrolled*: every node is a
-  // free slot whose links_[0] points to the next node and whose links_[1..h] hold up to
-  // kPerNode-1 other free slots; every node but the head is full. A 64-byte slot thus carries
-  // eight free objects. Why: a plain list of objects freed in random order is a random pointer
-  // chase, one cache miss per Allocate that nothing can overlap (the address of the next object
-  // is in the one being loaded). Here Allocate reads the head node, a line that stays hot for
-  // kPerNode calls, hands the object out without touching it, and Free writes into the same hot
-  // line; only one call in kPerNode meets a new line, and it is prefetched. The head pointer and
-  // length are all a list exchange needs, so lists still move between pools in O(1).
+  // free slot that links to the next node (links_[0]) and to the one after it (links_[1]), and
+  // holds the addresses of up to kItemsPerNode other free slots in the rest of its bytes; every
+  // node but the head is full. A 64-byte slot thus carries seven free objects. Why: a plain list
+  // of objects freed in random order is a random pointer chase, one cache miss per Allocate that
+  // nothing can overlap (the address of the next object is in the one being loaded). Here
+  // Allocate reads the head node, a line that stays hot for several calls, hands objects out
+  // without touching them, and Free writes into the same hot line. The two links let a node,
+  // when it is first used, prefetch the next two: a new line is needed once per node, and it was
+  // asked for two nodes earlier. The head pointer and length are all a list exchange needs, so
+  // lists still move between pools in O(1).
+  static constexpr std::size_t kNodeLinks = kPerNode >= 3 ? 2 : 1;  // 8-byte slots: one link
+  static constexpr std::size_t kItemsPerNode = kPerNode - kNodeLinks;
+  static constexpr std::size_t kObjectsPerNode = kItemsPerNode + 1;  // the node itself too
+
   struct FreeSlots {
     Slot* head_ = nullptr;
     std::size_t length_ = 0;
 
-    // How many of the head node's item links are in use.
-    std::size_t HeadItems() const { return (length_ - 1) % kPerNode; }
+    // How many item addresses the head node holds.
+    std::size_t HeadItems() const { return (length_ - 1) % kObjectsPerNode; }
 
     void Push(Slot* slot) noexcept {
-      const std::size_t used = length_ % kPerNode;
+      const std::size_t used = length_ % kObjectsPerNode;
       if (used == 0) {  // empty list or full head: the freed slot becomes the new head node
-        tools::OpenSlot(slot, sizeof(Slot*));
+        tools::OpenSlot(slot, kNodeLinks * sizeof(Slot*));
         slot->links_[0] = head_;
+        if constexpr (kNodeLinks == 2) {
+          Slot* after = nullptr;
+          if (head_ != nullptr) {
+            tools::OpenSlot(head_, sizeof(Slot*));
+            after = head_->links_[0];
+            tools::CloseSlot(head_, kSlotSize);
+          }
+          slot->links_[1] = after;
+        }
         tools::CloseSlot(slot, kSlotSize);
         head_ = slot;
       } else {
         tools::OpenSlot(head_, kSlotSize);
-        head_->links_[used] = slot;
+        head_->links_[kNodeLinks - 1 + used] = slot;
         tools::CloseSlot(head_, kSlotSize);
       }
       ++length_;
@@ -228,19 +243,12 @@ class ObjectPool {
       const std::size_t items = HeadItems();
       tools::OpenSlot(head, kSlotSize);
       --length_;
-      // Prefetch the nodes ahead, so that reaching one is not a cache miss: the next node when
-      // this one is first used (kPerNode calls ahead), the one after it near the end of this
-      // node, once the next node's line has had time to arrive (kPerNode + 1 calls ahead).
-      if (items == kPerNode - 1) __builtin_prefetch(head->links_[0], 1);
-      if constexpr (kPerNode > 2) {
-        if (items == 1 && head->links_[0] != nullptr) {
-          tools::OpenSlot(head->links_[0], sizeof(Slot*));
-          __builtin_prefetch(head->links_[0]->links_[0], 1);
-          tools::CloseSlot(head->links_[0], kSlotSize);
-        }
+      if (items == kItemsPerNode) {  // first use of a full node: ask for the next two
+        __builtin_prefetch(head->links_[0], 1);
+        if constexpr (kNodeLinks == 2) __builtin_prefetch(head->links_[1], 1);
       }
       if (items > 0) {
-        Slot* slot = head->links_[items];
+        Slot* slot = head->links_[kNodeLinks - 1 + items];
         tools::CloseSlot(head, kSlotSize);
         return {slot, false};
       }
