@@ -87,19 +87,19 @@ void FreeLarge(Span* span) {
 // Without a thread cache (thread exiting, or the OS refused memory for one): go to the central
 // cache one object at a time.
 void* AllocateUncached(std::uint32_t cl) {
-  void* head;
-  void* tail;
-  if (G().central[cl].RemoveRange(&head, &tail, 1) == 0) {
+  void* first;
+  void* second;
+  if (G().central[cl].RemoveRange(&first, &second, 1) == 0) {
     errno = ENOMEM;
     return nullptr;
   }
-  return HandOut(head, cl);
+  return HandOut(first, cl);
 }
 
 // `ptr` is already checked and marked free.
 void FreeUncached(void* ptr, std::uint32_t cl) {
   StoreNext(ptr, nullptr);
-  G().central[cl].InsertRange(ptr, ptr, 1);
+  G().central[cl].InsertRange(ptr, nullptr, 1);
 }
 
 }  // namespace
@@ -184,7 +184,7 @@ void PushFull(ThreadCache* tc, void* ptr, std::uint32_t cl) {
     return PushChecked(tc, ptr, cl);
   }
   tc->MakeRoom(cl);
-  if (tc->length(cl) < tc->max_length(cl)) return PushChecked(tc, ptr, cl);
+  if (tc->room(cl) > 0) return PushChecked(tc, ptr, cl);
   FreeUncached(ptr, cl);  // the budget is spent and this list has a limit of 0
 }
 

@@ -93,12 +93,13 @@ TIERPOOL_ALWAYS_INLINE void* HandOut(void* ptr, std::size_t cl) {
 TIERPOOL_ALWAYS_INLINE void* AllocateClass(ThreadCache* tc, std::size_t cl) {
   void* ptr = tc->head(cl);
   if (TIERPOOL_LIKELY(ptr != nullptr)) {
-    void* next = LoadNext(ptr);
-    // The next allocation of this class pops `next` and reads its link: start loading that
-    // line now, or a list of cold objects costs one full memory latency per allocation.
-    __builtin_prefetch(next);
-    tc->set_head(cl, next);
-    tc->set_length(cl, tc->length(cl) - 1);
+    // The second moves up; the head's link names the new second, which is handed out two
+    // allocations from now: ask for its line now, so its own link is there when it is read.
+    void* third = LoadNext(ptr);
+    tc->set_head(cl, tc->second(cl));
+    tc->set_second(cl, third);
+    __builtin_prefetch(third);
+    tc->set_room(cl, tc->room(cl) + 1);
     tc->set_budget_left(tc->budget_left() + tc->object_size(cl));
     return HandOut(ptr, cl);
   }
@@ -114,11 +115,12 @@ TIERPOOL_ALWAYS_INLINE void* Allocate(std::size_t size) {
 // A block of class `cl`, already checked and marked free, goes on the thread's list. The room
 // is checked before the push, so the shared empty cache (limit 0) is never written.
 TIERPOOL_ALWAYS_INLINE void PushChecked(ThreadCache* tc, void* ptr, std::size_t cl) {
-  const std::uint32_t length = tc->length(cl);
-  if (TIERPOOL_LIKELY(length < tc->max_length(cl))) {
-    StoreNext(ptr, tc->head(cl));
+  const std::int64_t room = tc->room(cl) - 1;
+  if (TIERPOOL_LIKELY(room >= 0)) {
+    tc->set_room(cl, room);
+    StoreNext(ptr, tc->second(cl));
+    tc->set_second(cl, tc->head(cl));
     tc->set_head(cl, ptr);
-    tc->set_length(cl, length + 1);
     const std::int64_t left = tc->budget_left() - tc->object_size(cl);
     tc->set_budget_left(left);
     if (TIERPOOL_UNLIKELY(left < 0)) tc->OverBudget(cl);

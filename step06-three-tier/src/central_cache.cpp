@@ -15,19 +15,19 @@ void CentralFreeList::Init(std::uint32_t size_class, PageHeap* page_heap, PageMa
   page_map_ = page_map;
 }
 
-int CentralFreeList::RemoveRange(void** head, void** tail, int n) {
+int CentralFreeList::RemoveRange(void** first, void** second, int n) {
   lock_.Lock();
   if (n == batch_ && used_slots_ > 0) {
     const Batch& batch = slots_[--used_slots_];
     ++slot_takes_;
-    *head = batch.head;
-    *tail = batch.tail;
+    *first = batch.first;
+    *second = batch.second;
     free_objects_.fetch_sub(static_cast<std::size_t>(n), std::memory_order_relaxed);
     out_objects_.fetch_add(static_cast<std::size_t>(n), std::memory_order_relaxed);
     lock_.Unlock();
     return n;
   }
-  int got = FetchFromSpansLocked(head, tail, n);
+  int got = FetchFromSpansLocked(first, second, n);
   while (got == 0) {
     // No span has objects left: get one from the page heap without holding our lock (the page
     // heap may map memory), then try again (another thread may have refilled us meanwhile).
@@ -38,23 +38,23 @@ int CentralFreeList::RemoveRange(void** head, void** tail, int n) {
     spans_.PushFront(span);
     span->in_central_list = true;
     free_objects_.fetch_add(kClasses[size_class_].objects, std::memory_order_relaxed);
-    got = FetchFromSpansLocked(head, tail, n);
+    got = FetchFromSpansLocked(first, second, n);
   }
   lock_.Unlock();
   return got;
 }
 
-void CentralFreeList::InsertRange(void* head, void* tail, int n) {
+void CentralFreeList::InsertRange(void* first, void* second, int n) {
   lock_.Lock();
   free_objects_.fetch_add(static_cast<std::size_t>(n), std::memory_order_relaxed);
   out_objects_.fetch_sub(static_cast<std::size_t>(n), std::memory_order_relaxed);
   if (n == batch_ && used_slots_ < max_slots_) {
-    slots_[used_slots_++] = Batch{head, tail};
+    slots_[used_slots_++] = Batch{first, second};
     lock_.Unlock();
     return;
   }
   Span* emptied = nullptr;
-  ReleaseToSpansLocked(head, n, &emptied);
+  ReleaseToSpansLocked(first, second, n, &emptied);
   lock_.Unlock();
   ReturnSpans(emptied, false);
 }
@@ -65,16 +65,21 @@ bool CentralFreeList::DrainIfIdle() {
   slot_takes_seen_ = slot_takes_;
   Span* emptied = nullptr;
   if (idle) {
-    while (used_slots_ > 0)
-      ReleaseToSpansLocked(slots_[--used_slots_].head, batch_, &emptied);
+    while (used_slots_ > 0) {
+      const Batch& batch = slots_[--used_slots_];
+      ReleaseToSpansLocked(batch.first, batch.second, batch_, &emptied);
+    }
   }
   lock_.Unlock();
   ReturnSpans(emptied, true);
   return idle;
 }
 
-int CentralFreeList::FetchFromSpansLocked(void** head, void** tail, int n) {
-  void* first = nullptr;
+// Builds a chain of up to n objects from the spans: each object appended at position k becomes
+// the link of the object at position k - 2.
+int CentralFreeList::FetchFromSpansLocked(void** first, void** second, int n) {
+  void* chain[2] = {nullptr, nullptr};  // the first two objects
+  void* before_last = nullptr;
   void* last = nullptr;
   int got = 0;
   while (got < n) {
@@ -92,11 +97,9 @@ int CentralFreeList::FetchFromSpansLocked(void** head, void** tail, int n) {
       } else {
         break;
       }
-      if (last != nullptr) {
-        StoreNext(last, object);
-      } else {
-        first = object;
-      }
+      if (before_last != nullptr) StoreNext(before_last, object);
+      if (got < 2) chain[got] = object;
+      before_last = last;
       last = object;
       ++span->allocated;
       ++got;
@@ -107,21 +110,24 @@ int CentralFreeList::FetchFromSpansLocked(void** head, void** tail, int n) {
     }
   }
   if (got > 0) {
+    if (before_last != nullptr) StoreNext(before_last, nullptr);
     StoreNext(last, nullptr);
     free_objects_.fetch_sub(static_cast<std::size_t>(got), std::memory_order_relaxed);
     out_objects_.fetch_add(static_cast<std::size_t>(got), std::memory_order_relaxed);
   }
-  *head = first;
-  *tail = last;
+  *first = chain[0];
+  *second = chain[1];
   return got;
 }
 
-// Pushes each object on its span's list; spans whose objects are all back are unlinked and
-// chained through `next` into *emptied, for the page heap (after our lock is dropped).
-void CentralFreeList::ReleaseToSpansLocked(void* head, int n, Span** emptied) {
-  void* object = head;
+// Pushes each object of the chain on its span's list; spans whose objects are all back are
+// unlinked and chained through `next` into *emptied, for the page heap (after our lock is
+// dropped).
+void CentralFreeList::ReleaseToSpansLocked(void* first, void* second, int n, Span** emptied) {
+  void* cursor[2] = {first, second};  // objects at even and odd positions
   for (int i = 0; i < n; ++i) {
-    void* next = LoadNext(object);
+    void* object = cursor[i & 1];
+    cursor[i & 1] = LoadNext(object);
     Span* span = page_map_->Get(reinterpret_cast<std::uintptr_t>(object) >> kPageShift);
     StoreNext(object, span->free_list);
     span->free_list = object;
@@ -135,7 +141,6 @@ void CentralFreeList::ReleaseToSpansLocked(void* head, int n, Span** emptied) {
       spans_.PushFront(span);
       span->in_central_list = true;
     }
-    object = next;
   }
 }
 

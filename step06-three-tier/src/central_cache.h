@@ -3,11 +3,13 @@
 //   transfer slots   [batch][batch][ ]...   whole batches, moved to and from thread caches in O(1)
 //   spans            span <-> span <-> ...  spans of this class with objects left to hand out
 //
-// A thread cache asks for or returns a batch of objects linked through their first words. A
-// full batch goes into / comes out of a transfer slot: one lock, no object touched. Anything
-// else (a partial batch, or slots full / empty) goes through the spans: each object returned is
-// pushed on its span's list (page map lookup), and a span whose objects have all come back goes
-// to the page heap. Fresh spans are carved lazily, so their pages are touched only when used.
+// A thread cache asks for or returns a batch of objects as a *chain* (see thread_cache.h: each
+// object's first word points two objects further, and the chain is named by its first two
+// objects). A full batch goes into / comes out of a transfer slot: one lock, no object touched.
+// Anything else (a partial batch, or slots full / empty) goes through the spans: each object
+// returned is pushed on its span's list (page map lookup), and a span whose objects have all come
+// back goes to the page heap. Fresh spans are carved lazily, so their pages are touched only when
+// used.
 #pragma once
 
 #include <atomic>
@@ -33,11 +35,11 @@ class alignas(64) CentralFreeList {
   CentralFreeList& operator=(const CentralFreeList&) = delete;
   void Init(std::uint32_t size_class, PageHeap* page_heap, PageMap* page_map);
 
-  // Up to `n` objects as a list [*head .. *tail], tail's link null. Returns how many (0 only
-  // when the OS refuses memory).
-  int RemoveRange(void** head, void** tail, int n);
-  // Takes back `n` objects linked from head to tail.
-  void InsertRange(void* head, void* tail, int n);
+  // Up to `n` objects as a chain starting *first, *second (*second null for one object).
+  // Returns how many (0 only when the OS refuses memory).
+  int RemoveRange(void** first, void** second, int n);
+  // Takes back a chain of `n` objects starting first, second.
+  void InsertRange(void* first, void* second, int n);
   // Batches nobody took since the previous call go back to their spans: free objects parked
   // here pin their spans' memory. Called a few times per release delay. True if it drained.
   bool DrainIfIdle();
@@ -48,8 +50,8 @@ class alignas(64) CentralFreeList {
   SpinLock& lock() { return lock_; }
 
  private:
-  int FetchFromSpansLocked(void** head, void** tail, int n);
-  void ReleaseToSpansLocked(void* head, int n, Span** emptied);
+  int FetchFromSpansLocked(void** first, void** second, int n);
+  void ReleaseToSpansLocked(void* first, void* second, int n, Span** emptied);
   Span* NewSpan();
   void ReturnSpans(Span* emptied, bool long_idle);
 
@@ -59,9 +61,9 @@ class alignas(64) CentralFreeList {
   int batch_ = 0;
   int max_slots_ = 0;
   int used_slots_ = 0;
-  struct Batch {
-    void* head;
-    void* tail;
+  struct Batch {  // a chain of batch_ objects
+    void* first;
+    void* second;
   };
   Batch slots_[kMaxTransferSlots] = {};
   std::uint64_t slot_takes_ = 0;       // batches taken from the slots, ever

@@ -32,22 +32,24 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   const std::uint32_t max = max_lengths_[cl];
   std::uint32_t new_max = max < batch ? max + 1 : max + batch;
   if (new_max > kMaxListLength) new_max = kMaxListLength - kMaxListLength % batch;
-  if (new_max > max) max_lengths_[cl] = new_max;
+  if (new_max > max) SetMaxLength(cl, new_max);
 
   std::uint32_t want = max_lengths_[cl] < batch ? max_lengths_[cl] : batch;
   if (want == 0) want = 1;
-  void* head;
-  void* tail;
-  const int got = G().central[cl].RemoveRange(&head, &tail, static_cast<int>(want));
+  void* first;
+  void* second;
+  const int got = G().central[cl].RemoveRange(&first, &second, static_cast<int>(want));
   if (got == 0) return nullptr;
-  // Hand out the first object, keep the rest (the list was empty).
-  void* rest = LoadNext(head);
-  if (rest != nullptr) {
-    heads_[cl] = rest;
-    set_length(cl, static_cast<std::uint32_t>(got) - 1);
+  // Hand out the first object, keep the rest (the list was empty): the chain's second object
+  // becomes the head, and the first's link (its third, or null) the new second.
+  if (second != nullptr) {
+    heads_[cl] = second;
+    seconds_[cl] = LoadNext(first);
+    __builtin_prefetch(seconds_[cl]);
+    rooms_[cl] -= got - 1;
     set_budget_left(budget_left_ - std::int64_t{got - 1} * sizes_[cl]);
   }
-  return head;
+  return first;
 }
 
 void ThreadCache::MakeRoom(std::uint32_t cl) {
@@ -55,14 +57,18 @@ void ThreadCache::MakeRoom(std::uint32_t cl) {
   const std::uint32_t max = max_lengths_[cl];
   if (max < batch) {
     // Slow start: a list that fills up before reaching a batch gets one more slot.
-    max_lengths_[cl] = max + 1;
+    SetMaxLength(cl, max + 1);
     return;
   }
+  // Give a batch back; and when the list keeps overflowing, shrink its limit by a batch and
+  // give that one back too, so that there is room for the object being freed either way.
+  std::uint32_t release = batch;
   if (max > batch && ++overages_[cl] > kMaxOverages) {
-    max_lengths_[cl] = max - batch;
+    SetMaxLength(cl, max - batch);
     overages_[cl] = 0;
+    release = 2 * batch < max ? 2 * batch : max;
   }
-  ReleaseToCentral(cl, batch);
+  ReleaseToCentral(cl, release);
 }
 
 void ThreadCache::OverBudget(std::uint32_t cl) {
@@ -70,13 +76,13 @@ void ThreadCache::OverBudget(std::uint32_t cl) {
   // The newest objects go: they were just written, so walking to the end of the batch touches
   // cached lines only. First from the list that is growing, if it holds a batch...
   const std::uint32_t batch = kClasses[cl].batch;
-  if (lengths_[cl] >= batch) ReleaseToCentral(cl, batch);
+  if (length(cl) >= batch) ReleaseToCentral(cl, batch);
   // ... then from whichever list holds the most bytes.
   while (budget_left_ < 0) {
     std::uint32_t fullest = 0;
     std::uint64_t most = 0;
     for (std::uint32_t c = 1; c < kNumClasses; ++c) {
-      const std::uint64_t bytes = std::uint64_t{lengths_[c]} * sizes_[c];
+      const std::uint64_t bytes = std::uint64_t{length(c)} * sizes_[c];
       if (bytes > most) {
         most = bytes;
         fullest = c;
@@ -84,32 +90,39 @@ void ThreadCache::OverBudget(std::uint32_t cl) {
     }
     if (fullest == 0) return;  // nothing cached: the budget itself shrank below zero
     const std::uint32_t n = kClasses[fullest].batch;
-    ReleaseToCentral(fullest, lengths_[fullest] < n ? lengths_[fullest] : n);
+    const std::uint32_t available = length(fullest);
+    ReleaseToCentral(fullest, available < n ? available : n);
   }
 }
 
-// Detaches the first n objects of the list and gives them to the central cache in batches.
+// Detaches the first n objects of the list and gives them to the central cache in batches,
+// each a chain of its own: the links of its last two objects are cut, and the objects they
+// pointed to become the list's first two.
 void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n) {
   const std::uint32_t batch = kClasses[cl].batch;
   while (n > 0) {
     const std::uint32_t take = n < batch ? n : batch;
-    void* head = heads_[cl];
-    void* tail = head;
-    for (std::uint32_t i = 1; i < take; ++i)
-      tail = LoadNext(tail);
-    heads_[cl] = LoadNext(tail);
-    StoreNext(tail, nullptr);
-    set_length(cl, lengths_[cl] - take);
+    void* first = heads_[cl];
+    void* second = take > 1 ? seconds_[cl] : nullptr;
+    void* cursor[2] = {heads_[cl], seconds_[cl]};  // objects at even and odd positions
+    for (std::uint32_t i = 0; i < take; ++i) {
+      void* object = cursor[i & 1];
+      cursor[i & 1] = LoadNext(object);
+      if (i + 2 >= take) StoreNext(object, nullptr);
+    }
+    heads_[cl] = cursor[take & 1];
+    seconds_[cl] = cursor[(take + 1) & 1];
+    rooms_[cl] += take;
     set_budget_left(budget_left_ + std::int64_t{take} * sizes_[cl]);
-    G().central[cl].InsertRange(head, tail, static_cast<int>(take));
+    G().central[cl].InsertRange(first, second, static_cast<int>(take));
     n -= take;
   }
 }
 
 void ThreadCache::ReleaseAll() {
   for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
-    if (lengths_[cl] > 0) ReleaseToCentral(cl, lengths_[cl]);
-    max_lengths_[cl] = 0;
+    if (length(cl) > 0) ReleaseToCentral(cl, length(cl));
+    SetMaxLength(cl, 0);
     overages_[cl] = 0;
   }
 }

@@ -1,11 +1,20 @@
 // ThreadCache: the top tier, one per thread, no locks, no atomic read-modify-writes.
 //
-//   heads[class]:    head -> obj -> obj -> ... (linked through the objects' first words)
-//   lengths[class], max_lengths[class]
+//   heads[class], seconds[class]:  the first two objects of the list
+//   rooms[class]:                   how many more objects the list may take (limit - length)
+//
+// The list is a *chain*: each free object's first word points not to the next object but to
+// the one after it, and the cache keeps the first two. A pop hands out the head, moves the
+// second up, and takes the new second from the head's word; a push stores the old second in the
+// new object and shifts the two pointers. So an object's link is read two allocations after its
+// line was asked for (a prefetch), not one: a list of cold objects (freed long ago, or in a
+// shuffled order) costs far fewer full memory latencies. A push reads no object at all.
+//
+//     heads --> A      seconds --> B        A.link = C, B.link = D, C.link = E ...
 //
 // Allocation pops a list, free pushes one; only an empty list (FetchFromCentral) or a full one
-// (MakeRoom) leaves the thread. The three arrays are kept apart (not an array of structs) so
-// that the fast path addresses each with one scaled-index instruction.
+// (MakeRoom) leaves the thread. The arrays are kept apart (not an array of structs) so that the
+// fast path addresses each with one scaled-index instruction.
 //
 // max_length starts at 0 and grows with use: by one object per refill until it reaches the
 // class's batch (slow start: a thread that allocates three objects of a class never hoards a
@@ -38,10 +47,18 @@ class ThreadCache {
 
   TIERPOOL_ALWAYS_INLINE void* head(std::size_t cl) const { return heads_[cl]; }
   TIERPOOL_ALWAYS_INLINE void set_head(std::size_t cl, void* object) { heads_[cl] = object; }
-  TIERPOOL_ALWAYS_INLINE std::uint32_t length(std::size_t cl) const { return lengths_[cl]; }
-  TIERPOOL_ALWAYS_INLINE std::uint32_t max_length(std::size_t cl) const { return max_lengths_[cl]; }
+  TIERPOOL_ALWAYS_INLINE void* second(std::size_t cl) const { return seconds_[cl]; }
+  TIERPOOL_ALWAYS_INLINE void set_second(std::size_t cl, void* object) { seconds_[cl] = object; }
+  // Room left in the list: max_length - length. Kept instead of the length so that a push is
+  // a decrement and a sign test (the shared empty cache has none, and is never written).
+  TIERPOOL_ALWAYS_INLINE std::int64_t room(std::size_t cl) const { return rooms_[cl]; }
+  TIERPOOL_ALWAYS_INLINE void set_room(std::size_t cl, std::int64_t n) { rooms_[cl] = n; }
+  std::uint32_t length(std::size_t cl) const {
+    return max_lengths_[cl] - static_cast<std::uint32_t>(rooms_[cl]);
+  }
   // The class sizes, copied into the cache so the fast path reads them at a fixed offset from
-  // the cache pointer (no global table, so no GOT load in position-independent code).
+  // the cache pointer (no global table, so no GOT load in position-independent code). All the
+  // per-class arrays the fast path touches have 8-byte elements: one scaled index serves all.
   TIERPOOL_ALWAYS_INLINE std::int64_t object_size(std::size_t cl) const { return sizes_[cl]; }
   // Bytes the cache may still take in; negative when over budget. Only the owner writes it.
   TIERPOOL_ALWAYS_INLINE std::int64_t budget_left() const { return budget_left_; }
@@ -52,22 +69,11 @@ class ThreadCache {
     budget_left_ = n;
 #endif
   }
-  // Only the owning thread writes a length; GetStats reads them from other threads. Under TSan
-  // the store is a relaxed atomic (the same mov, but TSan must be told); elsewhere it is plain,
-  // so the compiler can fold it into one add to memory.
-  TIERPOOL_ALWAYS_INLINE void set_length(std::size_t cl, std::uint32_t n) {
-#if defined(TIERPOOL_TSAN)
-    __atomic_store_n(&lengths_[cl], n, __ATOMIC_RELAXED);
-#else
-    lengths_[cl] = n;
-#endif
-  }
-
   // The list of `cl` is empty: refill it from the central cache and return one object
   // (nullptr when the OS refuses memory).
   void* FetchFromCentral(std::uint32_t cl);
-  // The list of `cl` is full (length == max_length): raise the limit or give a batch back.
-  // Afterwards there may still be no room (a list of limit 0).
+  // The list of `cl` is full (length == max_length): raise the limit or give objects back,
+  // so that there is room for one more.
   void MakeRoom(std::uint32_t cl);
   // A free of class `cl` took budget_left below zero: give objects back until it is not.
   void OverBudget(std::uint32_t cl);
@@ -78,11 +84,16 @@ class ThreadCache {
 
  private:
   void ReleaseToCentral(std::uint32_t cl, std::uint32_t n);
+  void SetMaxLength(std::uint32_t cl, std::uint32_t max) {
+    rooms_[cl] += std::int64_t{max} - std::int64_t{max_lengths_[cl]};
+    max_lengths_[cl] = max;
+  }
 
   void* heads_[kNumClasses] = {};
-  std::uint32_t lengths_[kNumClasses] = {};
-  std::uint32_t max_lengths_[kNumClasses] = {};
-  std::uint32_t sizes_[kNumClasses] = {};
+  void* seconds_[kNumClasses] = {};
+  std::int64_t rooms_[kNumClasses] = {};
+  std::int64_t sizes_[kNumClasses] = {};
+  std::uint32_t max_lengths_[kNumClasses] = {};  // slow paths only
   std::int64_t budget_left_ = 0;
   std::int64_t budget_ = 0;  // budget_ - budget_left_ = bytes cached
   std::uint8_t overages_[kNumClasses] = {};
