@@ -8,12 +8,14 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
 #include "os.h"
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
 
-constinit PageMap page_map;
+PageMap page_map;  // no constructor: all zeros from the loader (see page_map.h)
+static_assert(std::is_trivially_default_constructible_v<PageMap>);
 std::atomic<int> init_state{0};
 __thread ThreadCache* tls_cache TIERPOOL_INITIAL_EXEC = &empty_cache;
 std::uintptr_t free_list_secret = 0;

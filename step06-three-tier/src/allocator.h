@@ -43,7 +43,7 @@ struct Globals {
 };
 
 // Zero-initialized .bss: valid before any code runs, and only touched pages cost memory.
-extern constinit PageMap page_map;
+extern PageMap page_map;
 
 extern std::atomic<int> init_state;  // 0 none, 1 running, 2 done
 void InitSlow();

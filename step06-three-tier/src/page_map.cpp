@@ -9,12 +9,13 @@ bool PageMap::Ensure(std::uintptr_t first, std::size_t count) {
   const std::uintptr_t last = first + count - 1;
   if ((last >> kLeafBits) >= kRootEntries || last < first) return false;
   for (std::uintptr_t index = first >> kLeafBits; index <= (last >> kLeafBits); ++index) {
-    if (root_[index].load(std::memory_order_acquire) != nullptr) continue;
+    if (__atomic_load_n(&root_[index], __ATOMIC_ACQUIRE) != nullptr) continue;
     auto* leaf = static_cast<Leaf*>(OsMap(sizeof(Leaf), 4096));
     if (leaf == nullptr) return false;
     Leaf* expected = nullptr;
-    if (root_[index].compare_exchange_strong(expected, leaf, std::memory_order_acq_rel)) {
-      leaves_.fetch_add(1, std::memory_order_relaxed);
+    if (__atomic_compare_exchange_n(&root_[index], &expected, leaf, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+      __atomic_fetch_add(&leaves_, 1, __ATOMIC_RELAXED);
     } else {
       // Another thread installed this leaf first; ours was never seen by anyone.
       OsUnmap(leaf, sizeof(Leaf));

@@ -12,6 +12,10 @@
 // Reads take no lock (free() looks up the span of any pointer): entries are relaxed atomics,
 // leaves are published with release and read with acquire. Writes happen under the page heap's
 // lock, except leaf creation, which is a compare-and-swap.
+//
+// PageMap has no constructor on purpose: a static one is all zeros from the loader (no code runs,
+// so it works before main, and no compiler has to evaluate 2^20 constexpr initializations).
+// Value-initialize one that is not static (`new PageMap()`).
 #pragma once
 
 #include <atomic>
@@ -32,10 +36,6 @@ class PageMap {
   static constexpr std::size_t kRootEntries = std::size_t{1} << kRootBits;
   static constexpr std::size_t kPagesPerRegion = kRegionSize / kPageSize;         // 256
   static constexpr std::size_t kRegionsPerLeaf = kLeafEntries / kPagesPerRegion;  // 128
-
-  constexpr PageMap() = default;
-  PageMap(const PageMap&) = delete;
-  PageMap& operator=(const PageMap&) = delete;
 
   // Makes sure leaves exist for pages [first, first + count); false when the OS refuses memory.
   bool Ensure(std::uintptr_t first, std::size_t count);
@@ -66,7 +66,7 @@ class PageMap {
   void MarkMapped(std::uintptr_t address, std::size_t bytes);
   bool Owns(const void* address) const;
 
-  std::size_t LeavesAllocated() const { return leaves_.load(std::memory_order_relaxed); }
+  std::size_t LeavesAllocated() const { return __atomic_load_n(&leaves_, __ATOMIC_RELAXED); }
 
  private:
   struct Leaf {
@@ -82,11 +82,13 @@ class PageMap {
   TIERPOOL_ALWAYS_INLINE Leaf* LeafOf(std::uintptr_t page) const {
     const std::uintptr_t index = page >> kLeafBits;
     if (TIERPOOL_UNLIKELY(index >= kRootEntries)) return nullptr;
-    return root_[index].load(std::memory_order_acquire);
+    // The mask changes nothing at run time; it shows the compiler the index is in range (GCC's
+    // -Wstringop-overflow otherwise looks at the path the check above has already cut off).
+    return __atomic_load_n(&root_[index & (kRootEntries - 1)], __ATOMIC_ACQUIRE);
   }
 
-  std::atomic<Leaf*> root_[kRootEntries] = {};
-  std::atomic<std::size_t> leaves_{0};
+  Leaf* root_[kRootEntries];  // written with compare-and-swap, read with acquire loads
+  std::size_t leaves_;        // leaves created (relaxed atomic adds)
 };
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS
