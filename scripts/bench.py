@@ -258,6 +258,29 @@ def count_step(build_dir, step, args, notes):
     return rows
 
 
+PACKAGES = ["libc6", "libjemalloc2", "libtcmalloc-minimal4", "libmimalloc2.0", "libtbbmalloc2",
+            "libboost-dev", "libbenchmark1debian", "g++"]
+
+
+def describe_machine(build_dir):
+    """What the numbers were measured on: written beside them, quoted by docs/results/README.md."""
+    cpu = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    compiler = subprocess.run(["c++", "--version"], capture_output=True, text=True).stdout
+    versions = {}
+    for p in PACKAGES:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", p], capture_output=True,
+                             text=True)
+        versions[p] = out.stdout.strip() if out.returncode == 0 else "not installed"
+    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": os.uname().release,
+            "compiler": compiler.splitlines()[0] if compiler else "unknown",
+            "build": str(Path(build_dir).name), "packages": versions,
+            "date": time.strftime("%Y-%m-%d")}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -274,6 +297,8 @@ def main():
     steps = args.steps or sorted(p.name for p in ROOT.glob("step0*") if p.is_dir())
     steps = [Path(s).name for s in steps]
     notes = []
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "machine.json").write_text(json.dumps(describe_machine(build_dir), indent=1) + "\n")
     if not args.no_timing:
         all_rows = load_csv(RESULTS_CSV, CSV_FIELDS)
         for step in steps:
