@@ -6,9 +6,11 @@
 # More:
 #   make bench STEP=step05-tls-global     one step (its rows in docs/results/results.csv replaced)
 #   make bench STEP=... FILTER=shuffle64  only the entries whose name matches the regex
-#   make perf STEP=step01-rational-freelist [FILTER=malloc]   perf record + report of a step
+#   make perf STEP=step01-rational-freelist [FILTER=regex]   perf record + report
 #   make perf-diff A=step01-rational-freelist B=step02-template-pool
 #   make results                          regenerate tables and plots from the last CSV
+#   make install [PREFIX=/usr/local]      step06's libtierpool (.so, .a), header, CMake package,
+#                                         pkg-config file
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -18,14 +20,16 @@ REPS ?= 3
 MIN_TIME ?= 0.2
 A ?=
 B ?=
+PREFIX ?= /usr/local
 # Debian's python3 (matplotlib comes from Debian's python3-matplotlib).
 PYTHON := $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 JOBS ?= $(shell nproc)
 
-.PHONY: help deps-build deps-test deps-bench release bench results test perf perf-diff format clean
+.PHONY: help deps-build deps-test deps-bench release bench results test perf perf-diff install \
+        format clean
 
 help:
-	@sed -n '1,16p' Makefile | sed 's/^# \{0,1\}//'
+	@sed '/^SHELL/,$$d' Makefile | sed 's/^# \{0,1\}//'
 
 deps-build:
 	@scripts/install-deps.sh build
@@ -54,6 +58,9 @@ perf: deps-bench release
 
 perf-diff: deps-bench release
 	@scripts/perf.sh diff "$(A)" "$(B)"
+
+install: release
+	@cmake --install build/release --prefix "$(PREFIX)" --component tierpool
 
 format:
 	@git ls-files '*.cpp' '*.h' '*.c' | xargs clang-format -i

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# `make perf` and `make perf-diff`: where the time of a step's allocator goes, and how it moved
+# from one step to the next.
+#   scripts/perf.sh record STEP [FILTER]   perf record -e cpu-clock -g on the step's benchmark,
+#                                          then the flat profile and the call graph
+#   scripts/perf.sh diff A B               both steps recorded, their flat profiles side by side,
+#                                          then `perf diff` (B's change per symbol against A)
+# FILTER is a Google Benchmark filter regex over entry names `workload/allocator/threads:T/`;
+# without it each step profiles the entry its chapter is about (the table below). The recordings
+# are kept in build/perf/<step>.data and the reports in build/perf/<step>.txt.
+#
+# cpu-clock is a software event: the kernel samples on a timer, so it works in VMs and containers
+# without hardware counters (this machine has none). On a machine with a PMU, add
+# `-e cycles,instructions,cache-misses` (PERF_EVENTS below) to see why a hot line is hot.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PERF_EVENTS=${PERF_EVENTS:-cpu-clock}
+MIN_TIME=${MIN_TIME:-1}
+out_dir=build/perf
+
+default_filter() {  # the entry each chapter's perf section is about
+  case $1 in
+    step01-*) echo '^rational/step01-freelist/' ;;
+    step02-*) echo '^rational/step02-mempool/' ;;
+    step03-*) echo '^sizes/step03-sizeclass/' ;;
+    step04-*) echo '^shuffle64/step04-mutex/threads:4/' ;;
+    step05-*) echo '^shuffle64/step05-objectpool/threads:4/' ;;
+    step06-*) echo '^sizes/step06-tierpool/threads:2/' ;;
+    *) echo "perf.sh: no default entry for $1; give FILTER=<regex>" >&2; return 1 ;;
+  esac
+}
+
+need_perf() {
+  if ! command -v perf >/dev/null; then
+    echo "perf.sh: perf is not installed (apt-get install linux-perf); make deps-bench installs it" >&2
+    exit 1
+  fi
+}
+
+check_step() {
+  local step=${1%/}
+  if [ -z "$step" ] || [ ! -d "$step" ]; then
+    echo "perf.sh: name a step folder, e.g. STEP=step01-rational-freelist" >&2
+    exit 2
+  fi
+  local binary="build/release/bench/$step"
+  if [ ! -x "$binary" ]; then
+    echo "perf.sh: $binary is missing: run make release" >&2
+    exit 1
+  fi
+}
+
+flat_report() {  # one line per symbol: self time, binary, symbol
+  perf report -i "$1" --stdio --no-children --sort dso,symbol -g none --percent-limit 0.5 \
+    2>/dev/null | grep -E '^ +[0-9.]+%' | sed -E 's/ +$//' | cut -c1-"${2:-110}"
+}
+
+record() {
+  local step=${1%/} filter=${2:-}
+  check_step "$step"
+  [ -n "$filter" ] || filter=$(default_filter "$step")
+  mkdir -p "$out_dir"
+  local data="$out_dir/$step.data" binary="build/release/bench/$step"
+  if [ -z "$("$binary" --benchmark_list_tests --benchmark_filter="$filter" 2>/dev/null)" ]; then
+    echo "perf.sh: the filter '$filter' matches no entry of $binary (--benchmark_list_tests)" >&2
+    exit 1
+  fi
+  echo "\$ perf record -e $PERF_EVENTS -g -o $data $binary \\"
+  echo "      --benchmark_filter='$filter' --benchmark_min_time=$MIN_TIME"
+  perf record -e "$PERF_EVENTS" -g -o "$data" -- "$binary" --benchmark_filter="$filter" \
+    --benchmark_min_time="$MIN_TIME" >"$out_dir/$step.bench.txt" 2>"$out_dir/$step.record.log" || {
+    cat "$out_dir/$step.record.log" >&2
+    exit 1
+  }
+  {
+    echo "# $step: $filter ($PERF_EVENTS samples)"
+    echo
+    echo "## Self time per symbol"
+    echo "\$ perf report -i $data --stdio --no-children --sort dso,symbol -g none --percent-limit 0.5"
+    flat_report "$data"
+    echo
+    echo "## Call graph (time including callees, callers below each entry)"
+    echo "\$ perf report -i $data --stdio --children --sort symbol -g caller,5,callee --percent-limit 5"
+    perf report -i "$data" --stdio --children --sort symbol -g caller,5,callee \
+      --percent-limit 5 2>/dev/null | grep -v '^#' | grep -v '^$' | sed -E 's/ +$//' |
+      cut -c1-110 | head -60
+  } >"$out_dir/$step.txt"
+  cat "$out_dir/$step.txt"
+  echo
+  echo "(saved: $data, $out_dir/$step.txt; perf annotate -i $data --stdio -s '<symbol>' for lines)"
+}
+
+diff_steps() {
+  local a=${1%/} b=${2%/}
+  check_step "$a"
+  check_step "$b"
+  for s in "$a" "$b"; do
+    record "$s" "" >/dev/null
+  done
+  local width=54
+  echo "== self time per symbol: $a ($(default_filter "$a")) | $b ($(default_filter "$b"))"
+  paste -d'|' <(flat_report "$out_dir/$a.data" $width | head -15 |
+                awk -v w=$width '{printf "%-*s\n", w, $0}') \
+              <(flat_report "$out_dir/$b.data" $width | head -15) |
+    sed 's/|/ | /'
+  echo
+  echo "== perf diff: each symbol's share in $a (Baseline) and its change in $b (Delta)"
+  echo "\$ perf diff --sort symbol $out_dir/$a.data $out_dir/$b.data"
+  # Symbols are matched by name: those of one step only show an empty Baseline or Delta column,
+  # which is the point, the code that moved in or out between the steps.
+  perf diff --sort symbol "$out_dir/$a.data" "$out_dir/$b.data" 2>/dev/null |
+    grep -v '^#' | grep -v '^$' | sed -E 's/ +$//' | cut -c1-110 | head -25
+}
+
+need_perf
+case ${1:-} in
+  record) record "${2:-}" "${3:-}" ;;
+  diff)
+    if [ -z "${2:-}" ] || [ -z "${3:-}" ]; then
+      echo "usage: make perf-diff A=<step dir> B=<step dir>" >&2
+      exit 2
+    fi
+    diff_steps "$2" "$3" ;;
+  *) echo "usage: $0 record STEP [FILTER] | diff A B" >&2; exit 2 ;;
+esac
