@@ -119,7 +119,10 @@ def run_entry(binary, name, repetitions, min_time, preload):
     if not samples:
         raise RuntimeError(f"{name}: no samples in the benchmark output")
     provider = data.get("context", {}).get("malloc_provider", "unknown")
-    return statistics.median(samples), usage.ru_maxrss, data, provider
+    # The binary's own VmHWM; ru_maxrss would include the runner's resident size at fork time.
+    peaks = [b["peak_rss_kib"] for b in data["benchmarks"] if "peak_rss_kib" in b]
+    peak = int(max(peaks)) if peaks else usage.ru_maxrss
+    return statistics.median(samples), peak, data, provider
 
 
 def check_provider(row, preload, provider):

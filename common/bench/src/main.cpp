@@ -34,6 +34,24 @@ std::string MallocProvider() {
   return info.dli_fname;
 }
 
+// The process's peak resident set so far (VmHWM), in KiB. Measured here, not by the runner's
+// wait4(): the kernel's ru_maxrss of a child includes what its parent (the Python runner) had
+// resident when it forked, so every row below the runner's own size read as the runner's size.
+double PeakRssKiB() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  if (status == nullptr) return 0.0;
+  char line[256];
+  double kib = 0.0;
+  while (std::fgets(line, sizeof line, status) != nullptr) {
+    if (std::strncmp(line, "VmHWM:", 6) == 0) {
+      kib = std::strtod(line + 6, nullptr);
+      break;
+    }
+  }
+  std::fclose(status);
+  return kib;
+}
+
 void RunGoogleBenchmark(int argc, char** argv) {
   for (const Entry& entry : Registry()) {
     benchmark::RegisterBenchmark(
@@ -51,6 +69,7 @@ void RunGoogleBenchmark(int argc, char** argv) {
           state.counters["ns_per_pair"] = pairs ? double(wall_ns) / double(pairs) : 0.0;
           state.counters["pairs_per_iteration"] =
               state.iterations() ? double(pairs) / double(state.iterations()) : 0.0;
+          state.counters["peak_rss_kib"] = PeakRssKiB();
         })
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
