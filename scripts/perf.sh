@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # `make perf` and `make perf-diff`: where the time of a step's allocator goes, and how it moved
 # from one step to the next.
-#   scripts/perf.sh record STEP [FILTER]   perf record -e cpu-clock -g on the step's benchmark,
+#   scripts/perf.sh record STEP [FILTER]   perf record -e cpu-clock on the step's benchmark,
 #                                          then the flat profile and the call graph
 #   scripts/perf.sh diff A B               both steps recorded, their flat profiles side by side,
 #                                          then `perf diff` (B's change per symbol against A)
 # FILTER is a Google Benchmark filter regex over entry names `workload/allocator/threads:T/`;
 # without it each step profiles the entry its chapter is about (the table below). The recordings
-# are kept in build/perf/<step>.data and the reports in build/perf/<step>.txt.
+# are kept in build/perf/<step>.data and the reports in build/perf/<step>.txt (with a FILTER:
+# build/perf/<step>.<filter>.data, so a before/after pair of one step keeps both).
+#
+# Call graphs are unwound from DWARF (--call-graph dwarf): the steps keep frame pointers, but
+# Debian's libc and libstdc++ do not, so `-g` (frame pointers) loses every caller of malloc.
+# DWARF unwinding also names the inlined frames, which is where a pool's fast path lives.
 #
 # cpu-clock is a software event: the kernel samples on a timer, so it works in VMs and containers
 # without hardware counters (this machine has none). On a machine with a PMU, add
@@ -52,24 +57,34 @@ check_step() {
 
 flat_report() {  # one line per symbol: self time, binary, symbol
   perf report -i "$1" --stdio --no-children --sort dso,symbol -g none --percent-limit 0.5 \
-    2>/dev/null | grep -E '^ +[0-9.]+%' | sed -E 's/ +$//' | cut -c1-"${2:-110}"
+    2>/dev/null | grep -E '^ +[0-9.]+%' | cut -c1-"${2:-110}" | sed -E 's/ +$//'
+}
+
+inclusive_report() {  # "children% self% symbol", the 0x bottoms of stacks left out
+  perf report -i "$1" --stdio --children --sort symbol -g none --percent-limit 3 2>/dev/null |
+    grep -E '^ +[0-9.]+%' | grep -v '\] 0x' | sed -E 's/^ +([0-9.]+%) +[0-9.]+% +\[\.\] /\1  /' |
+    cut -c1-"$2" | sed -E 's/ +$//' | head -18
 }
 
 record() {
-  local step=${1%/} filter=${2:-}
+  local step=${1%/} filter=${2:-} name=${1%/}
   check_step "$step"
-  [ -n "$filter" ] || filter=$(default_filter "$step")
+  if [ -n "$filter" ]; then  # a recording of its own, beside the default one: before/after pairs
+    name="$step.$(echo "$filter" | tr -c 'a-zA-Z0-9\n' '-' | sed -E 's/-+/-/g; s/^-|-$//g')"
+  else
+    filter=$(default_filter "$step")
+  fi
   mkdir -p "$out_dir"
-  local data="$out_dir/$step.data" binary="build/release/bench/$step"
+  local data="$out_dir/$name.data" binary="build/release/bench/$step"
   if [ -z "$("$binary" --benchmark_list_tests --benchmark_filter="$filter" 2>/dev/null)" ]; then
     echo "perf.sh: the filter '$filter' matches no entry of $binary (--benchmark_list_tests)" >&2
     exit 1
   fi
-  echo "\$ perf record -e $PERF_EVENTS -g -o $data $binary \\"
+  echo "\$ perf record -e $PERF_EVENTS --call-graph dwarf,16384 -o $data $binary \\"
   echo "      --benchmark_filter='$filter' --benchmark_min_time=$MIN_TIME"
-  perf record -e "$PERF_EVENTS" -g -o "$data" -- "$binary" --benchmark_filter="$filter" \
-    --benchmark_min_time="$MIN_TIME" >"$out_dir/$step.bench.txt" 2>"$out_dir/$step.record.log" || {
-    cat "$out_dir/$step.record.log" >&2
+  perf record -e "$PERF_EVENTS" --call-graph dwarf,16384 -o "$data" -- "$binary" --benchmark_filter="$filter" \
+    --benchmark_min_time="$MIN_TIME" >"$out_dir/$name.bench.txt" 2>"$out_dir/$name.record.log" || {
+    cat "$out_dir/$name.record.log" >&2
     exit 1
   }
   {
@@ -80,14 +95,15 @@ record() {
     flat_report "$data"
     echo
     echo "## Call graph (time including callees, callers below each entry)"
-    echo "\$ perf report -i $data --stdio --children --sort symbol -g caller,5,callee --percent-limit 5"
+    echo "\$ perf report -i $data --stdio --children --sort symbol -g caller,5,callee --percent-limit 10"
     perf report -i "$data" --stdio --children --sort symbol -g caller,5,callee \
-      --percent-limit 5 2>/dev/null | grep -v '^#' | grep -v '^$' | sed -E 's/ +$//' |
-      cut -c1-110 | head -60
-  } >"$out_dir/$step.txt"
-  cat "$out_dir/$step.txt"
+      --percent-limit 10 2>/dev/null | grep -v '^#' | grep -v '^$' | cut -c1-110 |
+      sed -E 's/ +$//' | grep -Ev '(\[\.\] |^[ |]*)0x[0-9a-f]+$' | head -50
+  } >"$out_dir/$name.txt"
+  cat "$out_dir/$name.txt"
   echo
-  echo "(saved: $data, $out_dir/$step.txt; perf annotate -i $data --stdio -s '<symbol>' for lines)"
+  echo "(0x… frames, the unnamed bottom of each stack, are left out.)"
+  echo "(saved: $data, $out_dir/$name.txt; perf annotate -i $data --stdio -s '<symbol>' for lines)"
 }
 
 diff_steps() {
@@ -97,19 +113,19 @@ diff_steps() {
   for s in "$a" "$b"; do
     record "$s" "" >/dev/null
   done
-  local width=54
-  echo "== self time per symbol: $a ($(default_filter "$a")) | $b ($(default_filter "$b"))"
-  paste -d'|' <(flat_report "$out_dir/$a.data" $width | head -15 |
-                awk -v w=$width '{printf "%-*s\n", w, $0}') \
-              <(flat_report "$out_dir/$b.data" $width | head -15) |
-    sed 's/|/ | /'
+  # Inclusive time per frame, inlined frames included: a pool's fast path is inlined into the
+  # benchmark loop, so only this view names it (the flat, self-time view shows the loop alone).
+  local width=62
+  echo "== time per frame, callees and inlined frames included (perf report --children)"
+  pr -m -t -J -S' | ' -W $((2 * width + 3)) <({ echo "$a"; inclusive_report "$out_dir/$a.data" $width; }) \
+    <({ echo "$b"; inclusive_report "$out_dir/$b.data" $width; }) | sed -E 's/ +$//'
   echo
-  echo "== perf diff: each symbol's share in $a (Baseline) and its change in $b (Delta)"
+  echo "== perf diff: each user-space symbol's self time in $a (Baseline) and its change in $b (Delta)"
   echo "\$ perf diff --sort symbol $out_dir/$a.data $out_dir/$b.data"
   # Symbols are matched by name: those of one step only show an empty Baseline or Delta column,
   # which is the point, the code that moved in or out between the steps.
   perf diff --sort symbol "$out_dir/$a.data" "$out_dir/$b.data" 2>/dev/null |
-    grep -v '^#' | grep -v '^$' | sed -E 's/ +$//' | cut -c1-110 | head -25
+    grep -F '[.]' | cut -c1-110 | sed -E 's/ +$//' | head -15
 }
 
 need_perf
