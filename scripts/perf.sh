@@ -22,6 +22,9 @@ cd "$(dirname "$0")/.."
 PERF_EVENTS=${PERF_EVENTS:-cpu-clock}
 MIN_TIME=${MIN_TIME:-1}
 out_dir=build/perf
+# Frames of the benchmark harness and of thread start-up: the same in every step, so left out of
+# the call graphs (and the unnamed bottoms of stacks, 0x...).
+HARNESS_FRAMES='^[ |]*(std::__invoke|std::thread::_|tierpool::bench::RunOnThreads|start_thread|clone3|0x[0-9a-f]+$)'
 
 default_filter() {  # the entry each chapter's perf section is about
   case $1 in
@@ -63,7 +66,7 @@ flat_report() {  # one line per symbol: self time, binary, symbol
 inclusive_report() {  # "children% self% symbol", the 0x bottoms of stacks left out
   perf report -i "$1" --stdio --children --sort symbol -g none --percent-limit 3 2>/dev/null |
     grep -E '^ +[0-9.]+%' | grep -v '\] 0x' | sed -E 's/^ +([0-9.]+%) +[0-9.]+% +\[\.\] /\1  /' |
-    cut -c1-"$2" | sed -E 's/ +$//' | head -18
+    cut -c1-"$2" | sed -E 's/ +$//' | sed -n '1,18p'
 }
 
 record() {
@@ -75,14 +78,15 @@ record() {
     filter=$(default_filter "$step")
   fi
   mkdir -p "$out_dir"
+  rm -f "$out_dir/$name.data.old"
   local data="$out_dir/$name.data" binary="build/release/bench/$step"
   if [ -z "$("$binary" --benchmark_list_tests --benchmark_filter="$filter" 2>/dev/null)" ]; then
     echo "perf.sh: the filter '$filter' matches no entry of $binary (--benchmark_list_tests)" >&2
     exit 1
   fi
-  echo "\$ perf record -e $PERF_EVENTS --call-graph dwarf,16384 -o $data $binary \\"
+  echo "\$ perf record -e $PERF_EVENTS -F 999 --call-graph dwarf,16384 -o $data $binary \\"
   echo "      --benchmark_filter='$filter' --benchmark_min_time=$MIN_TIME"
-  perf record -e "$PERF_EVENTS" --call-graph dwarf,16384 -o "$data" -- "$binary" --benchmark_filter="$filter" \
+  perf record -e "$PERF_EVENTS" -F 999 --call-graph dwarf,16384 -o "$data" -- "$binary" --benchmark_filter="$filter" \
     --benchmark_min_time="$MIN_TIME" >"$out_dir/$name.bench.txt" 2>"$out_dir/$name.record.log" || {
     cat "$out_dir/$name.record.log" >&2
     exit 1
@@ -94,15 +98,14 @@ record() {
     echo "\$ perf report -i $data --stdio --no-children --sort dso,symbol -g none --percent-limit 0.5"
     flat_report "$data"
     echo
-    echo "## Call graph (time including callees, callers below each entry)"
-    echo "\$ perf report -i $data --stdio --children --sort symbol -g caller,5,callee --percent-limit 10"
-    perf report -i "$data" --stdio --children --sort symbol -g caller,5,callee \
-      --percent-limit 10 2>/dev/null | grep -v '^#' | grep -v '^$' | cut -c1-110 |
-      sed -E 's/ +$//' | grep -Ev '(\[\.\] |^[ |]*)0x[0-9a-f]+$' | head -50
+    echo "## Who calls the hot symbols (each one's callers below it, the harness's frames left out)"
+    echo "\$ perf report -i $data --stdio --no-children --sort symbol -g graph,2,callee --percent-limit 5"
+    perf report -i "$data" --stdio --no-children --sort symbol -g graph,2,callee \
+      --percent-limit 5 2>/dev/null | grep -v '^#' | grep -v '^$' | cut -c1-110 |
+      sed -E 's/ +$//' | grep -Ev "$HARNESS_FRAMES" | sed -n '1,60p'
   } >"$out_dir/$name.txt"
   cat "$out_dir/$name.txt"
   echo
-  echo "(0x… frames, the unnamed bottom of each stack, are left out.)"
   echo "(saved: $data, $out_dir/$name.txt; perf annotate -i $data --stdio -s '<symbol>' for lines)"
 }
 
@@ -125,7 +128,7 @@ diff_steps() {
   # Symbols are matched by name: those of one step only show an empty Baseline or Delta column,
   # which is the point, the code that moved in or out between the steps.
   perf diff --sort symbol "$out_dir/$a.data" "$out_dir/$b.data" 2>/dev/null |
-    grep -F '[.]' | cut -c1-110 | sed -E 's/ +$//' | head -15
+    grep -F '[.]' | cut -c1-110 | sed -E 's/ +$//' | sed -n '1,15p'
 }
 
 need_perf
