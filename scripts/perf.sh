@@ -24,7 +24,7 @@ MIN_TIME=${MIN_TIME:-1}
 out_dir=build/perf
 # Frames of the benchmark harness and of thread start-up: the same in every step, so left out of
 # the call graphs (and the unnamed bottoms of stacks, 0x...).
-HARNESS_FRAMES='^[ |]*(std::__invoke|std::thread::_|tierpool::bench::RunOnThreads|start_thread|clone3|0x[0-9a-f]+$)'
+HARNESS_FRAMES='^[ |]*(--[0-9.]+%--|---)?(std::__invoke|__invoke|std::thread::_|operator\(\) \(inlined\)|_M_invoke|_M_run|tierpool::bench::RunOnThreads|start_thread|clone3|0x[0-9a-f]+$)'
 
 default_filter() {  # the entry each chapter's perf section is about
   case $1 in
@@ -102,7 +102,7 @@ record() {
     echo "\$ perf report -i $data --stdio --no-children --sort symbol -g graph,2,callee --percent-limit 5"
     perf report -i "$data" --stdio --no-children --sort symbol -g graph,2,callee \
       --percent-limit 5 2>/dev/null | grep -v '^#' | grep -v '^$' | cut -c1-110 |
-      sed -E 's/ +$//' | grep -Ev "$HARNESS_FRAMES" | sed -n '1,60p'
+      sed -E 's/ +$//; s/ +- +-$//' | grep -Ev "$HARNESS_FRAMES" | sed -n '1,60p'
   } >"$out_dir/$name.txt"
   cat "$out_dir/$name.txt"
   echo
@@ -120,8 +120,9 @@ diff_steps() {
   # benchmark loop, so only this view names it (the flat, self-time view shows the loop alone).
   local width=62
   echo "== time per frame, callees and inlined frames included (perf report --children)"
-  pr -m -t -J -S' | ' -W $((2 * width + 3)) <({ echo "$a"; inclusive_report "$out_dir/$a.data" $width; }) \
-    <({ echo "$b"; inclusive_report "$out_dir/$b.data" $width; }) | sed -E 's/ +$//'
+  # pr -m: two files as columns; expand: pr writes tabs.
+  pr -m -t -S' | ' -W $((2 * width + 3)) <({ echo "$a"; inclusive_report "$out_dir/$a.data" $width; }) \
+    <({ echo "$b"; inclusive_report "$out_dir/$b.data" $width; }) | expand | sed -E 's/ +$//'
   echo
   echo "== perf diff: each user-space symbol's self time in $a (Baseline) and its change in $b (Delta)"
   echo "\$ perf diff --sort symbol $out_dir/$a.data $out_dir/$b.data"
