@@ -24,7 +24,8 @@ MIN_TIME=${MIN_TIME:-1}
 out_dir=build/perf
 # Frames of the benchmark harness and of thread start-up: the same in every step, so left out of
 # the call graphs (and the unnamed bottoms of stacks, 0x...).
-HARNESS_FRAMES='^[ |]*(--[0-9.]+%--|---)?(std::__invoke|__invoke|std::thread::_|operator\(\) \(inlined\)|_M_invoke|_M_run|tierpool::bench::RunOnThreads|start_thread|clone3|0x[0-9a-f]+$)'
+HARNESS_NAMES='(std::__invoke|__invoke|std::thread::_|operator\(\) \(inlined\)|_M_invoke|_M_run|tierpool::bench::RunOnThreads|tierpool::bench::[A-Za-z0-9]+Workload::Run<|start_thread|clone3|0x[0-9a-f]+$)'
+HARNESS_FRAMES="^[ |]*(--[0-9.]+%--|---)?$HARNESS_NAMES"
 
 default_filter() {  # the entry each chapter's perf section is about
   case $1 in
@@ -65,7 +66,8 @@ flat_report() {  # one line per symbol: self time, binary, symbol
 
 inclusive_report() {  # "children% self% symbol", the 0x bottoms of stacks left out
   perf report -i "$1" --stdio --children --sort symbol -g none --percent-limit 3 2>/dev/null |
-    grep -E '^ +[0-9.]+%' | grep -v '\] 0x' | sed -E 's/^ +([0-9.]+%) +[0-9.]+% +\[\.\] /\1  /' |
+    grep -E '^ +[0-9.]+%' | sed -E 's/^ +([0-9.]+%) +[0-9.]+% +\[[.k]\] /\1  /' |
+    grep -Ev "^[0-9.]+%  $HARNESS_NAMES" |
     cut -c1-"$2" | sed -E 's/ +$//' | sed -n '1,18p'
 }
 
@@ -102,7 +104,8 @@ record() {
     echo "\$ perf report -i $data --stdio --no-children --sort symbol -g graph,2,callee --percent-limit 5"
     perf report -i "$data" --stdio --no-children --sort symbol -g graph,2,callee \
       --percent-limit 5 2>/dev/null | grep -v '^#' | grep -v '^$' | cut -c1-110 |
-      sed -E 's/ +$//; s/ +- +-$//' | grep -Ev "$HARNESS_FRAMES" | sed -n '1,60p'
+      sed -E 's/ +$//; s/ +- +-$//' | grep -Ev "$HARNESS_FRAMES" | grep -Ev '^ +\|$' |
+      sed -n '1,60p'
   } >"$out_dir/$name.txt"
   cat "$out_dir/$name.txt"
   echo
