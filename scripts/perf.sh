@@ -24,7 +24,7 @@ MIN_TIME=${MIN_TIME:-1}
 out_dir=build/perf
 # Frames of the benchmark harness and of thread start-up: the same in every step, so left out of
 # the call graphs (and the unnamed bottoms of stacks, 0x...).
-HARNESS_NAMES='(std::__invoke|__invoke|std::thread::_|operator\(\) \(inlined\)|_M_invoke|_M_run|tierpool::bench::RunOnThreads|tierpool::bench::[A-Za-z0-9]+Workload::Run<|start_thread|clone3|0x[0-9a-f]+ *$)'
+HARNESS_NAMES='(std::__invoke|__invoke|std::thread::_|operator\(\) \(inlined\)|_M_invoke|_M_run|tierpool::bench::RunOnThreads|tierpool::bench::[A-Za-z0-9]+Workload::Run<|start_thread|clone3|0x[0-9a-f]+( |$))'
 HARNESS_FRAMES="^[ |]*(--[0-9.]+%--|---)?$HARNESS_NAMES"
 
 default_filter() {  # the entry each chapter's perf section is about
