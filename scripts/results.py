@@ -36,10 +36,16 @@ RESULTS = ROOT / "docs" / "results"
 PEERS = ["glibc", "jemalloc", "tcmalloc", "mimalloc", "tbbmalloc"]
 BLOCK = re.compile(r"(<!-- results (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /results -->)",
                    re.S)
-# Each step's headline: the workload and thread count its chapter is about.
+# Each step's headline: the workload and thread count its chapter is about, and the allocators
+# that stand for the step (the fastest of them is shown). Variants that answer another question
+# (hardened, unsized free, an arena that never frees) stay in the chapters' tables.
 HEADLINE = [
-    ("step01", "rational", 1), ("step02", "rational", 1), ("step03", "sizes", 1),
-    ("step04", "mt512", 4), ("step05", "shuffle64", 1), ("step06", "sizes", 2),
+    ("step01", "rational", 1, ["step01-freelist"]),
+    ("step02", "rational", 1, ["step02-mempool"]),
+    ("step03", "sizes", 1, ["step03-sizeclass"]),
+    ("step04", "mt512", 4, ["step04-mutex", "step04-spin"]),
+    ("step05", "shuffle64", 1, ["step05-objectpool"]),
+    ("step06", "sizes", 2, ["step06-tierpool"]),
 ]
 
 
@@ -125,9 +131,9 @@ def headline_table(rows):
     out = ["| step | workload | the step's allocator (ns) | " + " | ".join(PEERS) + " |",
            "|---|---|---:|" + "---:|" * len(PEERS)]
     any_row = False
-    for step, workload, threads in HEADLINE:
+    for step, workload, threads, names in HEADLINE:
         cells = step_rows(rows, step, workload, threads)
-        own = {a: v for a, v in cells.items() if a.startswith(step)}
+        own = {a: v for a, v in cells.items() if a in names}
         if not own:
             continue
         any_row = True
@@ -261,9 +267,9 @@ def plot(rows):
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
     labels, series = [], defaultdict(list)
-    for step, workload, threads in HEADLINE:
+    for step, workload, threads, names in HEADLINE:
         cells = step_rows(rows, step, workload, threads)
-        own = {a: v for a, v in cells.items() if a.startswith(step)}
+        own = {a: v for a, v in cells.items() if a in names}
         if not own:
             continue
         labels.append(f"{step}\n{workload} T={threads}")
