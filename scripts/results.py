@@ -34,6 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
 PEERS = ["glibc", "jemalloc", "tcmalloc", "mimalloc", "tbbmalloc"]
+HEADLINE_COLORS = {"the step": "tab:red", "glibc": "tab:blue", "jemalloc": "tab:orange",
+                   "tcmalloc": "tab:green", "mimalloc": "tab:purple", "tbbmalloc": "tab:brown"}
 BLOCK = re.compile(r"(<!-- results (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /results -->)",
                    re.S)
 # Each step's headline: the workload and thread count its chapter is about, and the allocators
@@ -280,7 +282,7 @@ def plot(rows):
         width = 0.8 / len(series)
         for i, (name, values) in enumerate(series.items()):
             ax.bar([x + i * width for x in range(len(labels))], values, width, label=name,
-                   color="tab:red" if name == "the step" else None)
+                   color=HEADLINE_COLORS[name])
         ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))], labels, fontsize=8)
         ax.set_yscale("log")
         ax.set_ylabel("ns per alloc+free pair (log)")
