@@ -303,7 +303,10 @@ def main():
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "machine.json").write_text(json.dumps(describe_machine(build_dir), indent=1) + "\n")
     if not args.no_timing:
-        all_rows = load_csv(RESULTS_CSV, CSV_FIELDS)
+        # `make bench` (every step, no filter) writes the whole file anew, so a workload or
+        # allocator that no longer exists leaves no stale row; one step replaces only its rows.
+        full_run = not args.steps and not args.filter
+        all_rows = [] if full_run else load_csv(RESULTS_CSV, CSV_FIELDS)
         for step in steps:
             print(f"== {step}", flush=True)
             rows = measure_step(build_dir, step, args, notes)
@@ -323,7 +326,8 @@ def main():
         if not shutil.which("valgrind"):
             notes.append("skipped instruction counts: valgrind is not installed")
         else:
-            all_rows = load_csv(INSTRUCTIONS_CSV, INSTR_FIELDS)
+            full_run = not args.steps and not args.filter
+            all_rows = [] if full_run else load_csv(INSTRUCTIONS_CSV, INSTR_FIELDS)
             for step in steps:
                 rows = count_step(build_dir, step, args, notes)
                 ran = {(r["workload"], r["allocator"]) for r in rows}
