@@ -6,10 +6,15 @@ Checks every tracked .md file of the repository:
   - every `make <target>` names a target of the Makefile, and every STEP=/A=/B= a step folder;
   - every `scripts/<file>` and `stepNN-*/<file>` path written in the text exists;
   - every chapter (stepNN-*/README.md) has the sections a chapter promises: the design, the key
-    code, the numbers, the perf report, debugging, and what is still wrong.
+    code, the numbers, the perf report, debugging, and what is still wrong;
+  - with --bench-dir (the built benchmarks): every benchmark command shown still selects what it
+    says, i.e. each `--benchmark_filter=`, `FILTER=` (of `make perf`) and `--tierpool_count=` in the
+    docs matches at least one entry of that step's benchmark binary.
 Exit 1 with one line per problem. (Numbers are checked by `scripts/results.py --check`.)
 """
+import argparse
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -41,7 +46,47 @@ def make_targets():
     return set(re.findall(r"^([a-z][\w-]*):", text, re.M))
 
 
-def check_file(path, targets, steps, problems):
+def benchmark_commands(code):
+    """(step, filter regex or None, count name or None) for every benchmark command in `code`."""
+    found = []
+    for line in code.replace("\\\n", " ").splitlines():
+        bench = re.search(r"bench/(step0\d-[\w-]+)", line)
+        perf = re.search(r"make perf STEP=(step0\d-[\w-]+)", line)
+        step = (bench or perf).group(1) if (bench or perf) else None
+        if not step:
+            continue
+        try:
+            words = shlex.split(line, comments=False)
+        except ValueError:
+            continue
+        for w in words:
+            if w.startswith("--benchmark_filter=") or (perf and w.startswith("FILTER=")):
+                found.append((step, w.split("=", 1)[1], None))
+            elif w.startswith("--tierpool_count="):
+                found.append((step, None, w.split("=", 1)[1]))
+    return found
+
+
+def check_benchmark_commands(path, code, bench_dir, problems):
+    rel = path.relative_to(ROOT)
+    for step, regex, count in benchmark_commands(code):
+        binary = bench_dir / step
+        if not binary.exists():
+            problems.append(f"{rel}: shows a command on {step}, whose benchmark is not built")
+            continue
+        if regex is not None and ("..." in regex or "…" in regex or "<" in regex):
+            continue  # a placeholder, not a command to run as it stands
+        # Google Benchmark's regex is POSIX: escape only its metacharacters (not '-' or ':').
+        pattern = regex if regex is not None else (
+            "^" + re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", count) + "/")
+        out = subprocess.run([str(binary), "--benchmark_list_tests",
+                              f"--benchmark_filter={pattern}"], capture_output=True, text=True)
+        if not out.stdout.strip():
+            what = f"--benchmark_filter={regex}" if regex is not None else f"--tierpool_count={count}"
+            problems.append(f"{rel}: `{what}` selects no entry of {step}'s benchmark")
+
+
+def check_file(path, targets, steps, problems, bench_dir=None):
     rel = path.relative_to(ROOT)
     text = path.read_text()
     text = re.sub(r"<!-- results .*?<!-- /results -->", "", text, flags=re.S)
@@ -66,6 +111,8 @@ def check_file(path, targets, steps, problems):
             placeholder = value.startswith("<") or value in ("…", "...")
             if var in ("STEP", "A", "B") and not placeholder and value not in steps:
                 problems.append(f"{rel}: `{var}={value}` is not a step folder")
+    if bench_dir:
+        check_benchmark_commands(path, code, bench_dir, problems)
     for p in re.findall(r"(?<![\w/.])((?:scripts|step0\d-[\w-]+|common|cmake)/[\w./-]*\w)", text):
         if "*" in p or "<" in p:
             continue
@@ -81,11 +128,15 @@ def check_chapter(path, problems):
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bench-dir", type=Path, help="the build's bench/ folder")
+    args = ap.parse_args()
     problems = []
     targets = make_targets()
     steps = {p.name for p in ROOT.glob("step0*") if p.is_dir()}
     for path in tracked_markdown():
-        check_file(path, targets, steps, problems)
+        check_file(path, targets, steps, problems, args.bench_dir)
     for step in sorted(steps):
         chapter = ROOT / step / "README.md"
         if chapter.exists():
