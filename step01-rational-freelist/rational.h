@@ -46,7 +46,9 @@ class Rational {
   static void operator delete(void* doomed, std::size_t size) noexcept {
     if (doomed == nullptr) return;
     if (size != sizeof(Rational)) {
-      ::operator delete(doomed, size);
+      // Unsized: clang before 19 declares no sized global delete without -fsized-deallocation,
+      // and libstdc++'s sized one only calls this one.
+      ::operator delete(doomed);
       return;
     }
     NextOnFreeList* head = static_cast<NextOnFreeList*>(doomed);
