@@ -133,8 +133,18 @@ class BlockPool {
   void* TakeWatchedBlock(std::size_t bytes) {
     void* p = free_.PopWatched(block_size_, tracker_);
     if (p == nullptr) return CarveBlock(bytes);
-    tracker_.HandOut(p, bytes, block_size_);
+    HandOutOrPutBack(p, bytes);
     return p;
+  }
+  // The hardened ledger may fail to grow (std::bad_alloc): the block goes back on the list, so
+  // the pool is unchanged, as alloc() promises.
+  void HandOutOrPutBack(void* p, std::size_t bytes) {
+    try {
+      tracker_.HandOut(p, bytes, block_size_);
+    } catch (...) {
+      free_.PushWatched(p, block_size_, tracker_);
+      throw;
+    }
   }
   void ReturnWatchedBlock(void* p) noexcept {
     if (tracker_.TakeBack(p) == 0) [[unlikely]]
@@ -147,8 +157,8 @@ class BlockPool {
   [[gnu::noinline]] void* CarveBlock(std::size_t bytes) {
     if (carve_ == carve_end_) Expand();
     void* p = carve_;
+    if (tracker_.watched()) tracker_.HandOut(p, bytes, block_size_);  // may throw: nothing taken
     carve_ += block_size_;
-    if (tracker_.watched()) tracker_.HandOut(p, bytes, block_size_);
     return p;
   }
 
@@ -249,13 +259,23 @@ class MemoryPool {
     if (size > kBlockSize) return nullptr;
     const bool watched = tracker_.watched();
     void* p = watched ? free_.PopWatched(kBlockSize, tracker_) : free_.Pop();
-    if (p == nullptr) {
+    const bool carved = p == nullptr;
+    if (carved) {
       if (carved_ == Capacity) return nullptr;
       p = storage_ + carved_ * kBlockSize;
-      ++carved_;
     }
+    if constexpr (Checks::kHardened) {
+      try {
+        tracker_.HandOut(p, size, kBlockSize);
+      } catch (...) {  // the ledger could not grow: leave the pool as it was
+        if (!carved) free_.PushWatched(p, kBlockSize, tracker_);
+        throw;
+      }
+    } else if (watched) {
+      tracker_.HandOut(p, size, kBlockSize);  // only the tools' hooks: cannot throw
+    }
+    carved_ += carved;
     ++in_use_;
-    if (watched) tracker_.HandOut(p, size, kBlockSize);
     return p;
   }
   void free(void* p) noexcept {

@@ -211,7 +211,12 @@ class SizeClassPool {
     const std::size_t block = SizeClasses::Size(size_class);
     void* p = classes_[size_class].free.PopWatched(block, tracker_);
     if (p == nullptr) return Carve(size_class, size);
-    tracker_.HandOut(p, size, block);
+    try {
+      tracker_.HandOut(p, size, block);
+    } catch (...) {  // the hardened ledger could not grow: the block goes back, nothing changed
+      classes_[size_class].free.PushWatched(p, block, tracker_);
+      throw;
+    }
     return p;
   }
   // Also the path of every large block (watched or not).
@@ -239,8 +244,8 @@ class SizeClassPool {
       tracker_.Seal(state.carve, kChunkSize - kHeaderBytes);
     }
     void* p = state.carve;
+    if (tracker_.watched()) tracker_.HandOut(p, size, block);  // may throw: nothing taken yet
     state.carve += block;
-    if (tracker_.watched()) tracker_.HandOut(p, size, block);
     return p;
   }
 
