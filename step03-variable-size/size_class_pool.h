@@ -189,7 +189,8 @@ class SizeClassPool {
   // are all aligned to `align`.
   static unsigned ClassFor(std::size_t size, std::size_t align) noexcept {
     if (align > kMaxClassAlign || !IsPowerOfTwo(align) || size > kMaxSize) return kLarge;
-    if (align > 8) size = (size + align - 1) & ~(align - 1);
+    // Size 0 counts as 1: rounded up it must reach a class of `align`, not stay in the first.
+    if (align > 8) size = (std::max<std::size_t>(size, 1) + align - 1) & ~(align - 1);
     return size > kMaxSize ? kLarge : SizeClasses::IndexOf(size);
   }
 

@@ -56,7 +56,8 @@ TEST(SizeClassPoolTest, RequestedAlignmentsUpToAPage) {
   Pool pool;
   std::vector<std::pair<void*, std::pair<std::size_t, std::size_t>>> blocks;
   for (std::size_t align = 1; align <= Pool::kMaxAlign; align *= 2) {
-    for (std::size_t size : {1, 24, 100, 129, 1000, 4000, 9000}) {
+    // Size 0 too: the fuzz target found alloc(0, 64) served from the 8-byte class.
+    for (std::size_t size : {0, 1, 24, 100, 129, 1000, 4000, 9000}) {
       void* p = pool.alloc(size, align);
       ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % align, 0u) << size << " at " << align;
       blocks.push_back({p, {size, align}});
