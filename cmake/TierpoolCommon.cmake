@@ -74,6 +74,10 @@ set(TIERPOOL_MEMCHECK_COMMAND ${TIERPOOL_VALGRIND} --tool=memcheck --error-exitc
     --leak-check=full --errors-for-leak-kinds=definite,indirect
     --show-leak-kinds=definite,indirect --quiet)
 
+# Headers the steps' libraries share: the encoded free-list link of the hardened modes.
+add_library(tierpool_common_headers INTERFACE)
+target_include_directories(tierpool_common_headers INTERFACE ${TIERPOOL_ROOT}/common/include)
+
 # The shared benchmark harness lives once, in common/, and every step links it.
 if(TIERPOOL_BUILD_BENCHMARKS AND NOT TARGET tierpool_bench_harness)
   add_subdirectory(${TIERPOOL_ROOT}/common ${CMAKE_BINARY_DIR}/common)

@@ -11,11 +11,11 @@
 //     asks once whether it runs under memcheck, so anywhere else this costs one predictable
 //     branch.
 //   - Hardened mode (the `Hardened` policy, or every pool when TIERPOOL_HARDENED=1): a ledger of
-//   live
-//     blocks catches double free, a pointer that is not from this pool and (for pools that get a
-//     size back) a free with the wrong size; freed blocks are filled with kFreedByte and checked
-//     when they are handed out again; free-list links are stored XOR-ed with a per-pool secret. Any
-//     of these aborts with a message naming the step, the pool and the pointer.
+//     live blocks catches double free, a pointer that is not from this pool and (for pools that get
+//     a size back) a free with the wrong size; freed blocks are filled with kFreedByte and checked
+//     when they are handed out again; free-list links are stored encoded with a per-list secret
+//     key (common/include/tierpool_common/encoded_link.h) and checked when decoded. Any of these
+//     aborts with a message naming the step, the pool and the pointer.
 //
 // Step 03's pools use this header too.
 #pragma once
@@ -28,6 +28,8 @@
 #include <cstring>
 #include <type_traits>
 #include <unordered_map>
+
+#include "tierpool_common/encoded_link.h"
 
 #if TIERPOOL_ASAN
 #include <sanitizer/asan_interface.h>
@@ -243,9 +245,10 @@ class BlockTracker {
 };
 
 // An intrusive LIFO list of free blocks of one size: the book's free list, made honest to the
-// tools. A free block's first bytes hold the link; in hardened mode the link is XOR-ed with a
-// secret (a stray write that looks like a pointer then decodes to garbage and is caught) and the
-// rest of the block holds kFreedByte.
+// tools. A free block's first bytes hold the link. In hardened mode the link is stored encoded
+// with this list's secret key and the rest of the block holds kFreedByte; a link that decodes to
+// an address this list never held means the freed block was written to, and aborts before the
+// pool follows it.
 template <class Checks>
 class FreeList {
  public:
@@ -279,38 +282,69 @@ class FreeList {
       if (!StillFilled(rest, block - sizeof(Node))) {
         tracker.Fail("block written after it was freed:", node);
       }
+      Node* next = Decode(node->next);
+      if (!bounds_.MayHold(next)) tracker.Fail("free-list link overwritten in freed block", node);
+      head_ = next;
     } else {
       tracker.Open(node, sizeof(Node));
+      head_ = node->next;
     }
-    head_ = Decode(node->next);
     return node;
   }
   void PushWatched(void* p, std::size_t block, const BlockTracker<Checks>& tracker) noexcept {
     tracker.Open(p, block);
-    if constexpr (Checks::kHardened) std::memset(p, kFreedByte, block);
     Node* node = static_cast<Node*>(p);
-    node->next = Encode(head_);
+    if constexpr (Checks::kHardened) {
+      std::memset(p, kFreedByte, block);
+      bounds_.Include(node);
+      node->next = Encode(head_);
+    } else {
+      node->next = head_;
+    }
     head_ = node;
     tracker.Seal(p, block);
   }
 
   // Drops every block without touching them (their memory is being given back).
-  void Clear() noexcept { head_ = nullptr; }
+  void Clear() noexcept {
+    head_ = nullptr;
+    bounds_ = {};
+  }
 
  private:
-  Node* Encode(Node* p) const noexcept {
-    if constexpr (Checks::kHardened) {
-      return reinterpret_cast<Node*>(reinterpret_cast<std::uintptr_t>(p) ^ Secret());
+  // Hardened only: the lowest and highest block ever pushed. A genuine link always decodes to one
+  // of those blocks (or nullptr); a stray write decodes to an address far outside. One compare
+  // pair per pop, where an exact answer (walking the pool's chunks) would cost a walk.
+  struct Bounds {
+    std::uintptr_t lowest = UINTPTR_MAX;
+    std::uintptr_t highest = 0;
+    void Include(const Node* node) noexcept {
+      const auto a = reinterpret_cast<std::uintptr_t>(node);
+      lowest = a < lowest ? a : lowest;
+      highest = a > highest ? a : highest;
     }
-    return p;
+    bool MayHold(const Node* node) const noexcept {
+      const auto a = reinterpret_cast<std::uintptr_t>(node);
+      return node == nullptr || (a >= lowest && a <= highest && a % alignof(Node) == 0);
+    }
+  };
+  struct NoBounds {};
+
+  Node* Encode(Node* p) const noexcept {
+    return reinterpret_cast<Node*>(tierpool_common::EncodeLink(p, Key()));
   }
-  Node* Decode(Node* p) const noexcept { return Encode(p); }
-  std::uintptr_t Secret() const noexcept {
-    // Different for every list and every run (ASLR), and never 0.
-    return (reinterpret_cast<std::uintptr_t>(this) * 0x9E3779B97F4A7C15u) | 1u;
+  Node* Decode(Node* p) const noexcept {
+    return static_cast<Node*>(
+        tierpool_common::DecodeLink(reinterpret_cast<std::uintptr_t>(p), Key()));
+  }
+  // Different for every list and every run; recomputed on each use (a few multiplications) so
+  // that the list stays one pointer and constant-initializable.
+  tierpool_common::LinkKey Key() const noexcept {
+    return tierpool_common::LinkKeyFor(this, tierpool_common::ProcessLinkKey());
   }
 
   Node* head_ = nullptr;
+  [[no_unique_address]] std::conditional_t<Checks::kHardened, Bounds, NoBounds> bounds_{};
 };
 
 }  // namespace debug

@@ -1,8 +1,11 @@
-// The pools under abuse: the Hardened policy catches double free, foreign pointers and writes to
-// freed blocks; ASan (asan preset) and valgrind memcheck (memcheck preset) see a use-after-free
-// inside a pool.
+// The pools under abuse: the Hardened policy catches double free, foreign pointers, writes to
+// freed blocks and overwritten free-list links; ASan (asan preset) and valgrind memcheck (memcheck
+// preset) see a use-after-free inside a pool.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <list>
 #include <vector>
 
@@ -52,6 +55,63 @@ TEST(HardenedDeathTest, WriteAfterFreeIsCaughtWhenTheBlockIsReused) {
       },
       // Under ASan the freed block is poisoned, so ASan stops the write itself.
       step02::debug::kAsan ? "use-after-poison" : "written after it was freed: 0x");
+}
+
+// A stray write replaces a freed block's link with the address of a live block: a plain pool
+// would hand that block out a second time. The hardened pool stores links encoded, so the forged
+// word decodes to an address the list never held, and the pool stops before following it.
+TEST(HardenedDeathTest, OverwrittenFreeListLinkAbortsNamingTheBlock) {
+  MemoryPool<Node, 0, Hardened> pool;
+  void* live = pool.alloc();
+  void* a = pool.alloc();
+  void* b = pool.alloc();
+  pool.free(a);
+  pool.free(b);  // b is the head; its link leads to a
+  EXPECT_DEATH(
+      {
+        std::memcpy(b, &live, sizeof(live));  // the bug: a write through a dangling pointer
+        (void)pool.alloc();                   // pops b, reads its link
+      },
+      step02::debug::kAsan
+          ? "use-after-poison"
+          : "tierpool step02-template-pool: MemoryPool<T>: free-list link overwritten in freed "
+            "block 0x");
+  pool.free(live);
+}
+
+TEST(HardenedDeathTest, OverwrittenLinkInAFixedCapacityPoolAborts) {
+  MemoryPool<Node, 8, Hardened> pool;
+  void* a = pool.alloc();
+  void* b = pool.alloc();
+  pool.free(a);
+  pool.free(b);
+  EXPECT_DEATH(
+      {
+        const std::uintptr_t forged = 0x4141414141414141;
+        std::memcpy(b, &forged, sizeof(forged));
+        (void)pool.alloc();
+      },
+      step02::debug::kAsan ? "use-after-poison"
+                           : "MemoryPool<T, N>: free-list link overwritten in freed block 0x");
+}
+
+// Hardened links are not the plain next pointer, and an untouched list still works (LIFO order).
+TEST(HardenedTest, FreeListLinksAreEncoded) {
+  if (step02::debug::kAsan || std::getenv("TIERPOOL_UNDER_VALGRIND") != nullptr) {
+    GTEST_SKIP() << "reading a freed block is what ASan and memcheck forbid";
+  }
+  MemoryPool<Node, 0, Hardened> pool;
+  void* a = pool.alloc();
+  void* b = pool.alloc();
+  pool.free(a);
+  pool.free(b);
+  void* stored = nullptr;
+  std::memcpy(&stored, b, sizeof(stored));
+  EXPECT_NE(stored, a);
+  EXPECT_EQ(pool.alloc(), b);
+  EXPECT_EQ(pool.alloc(), a);
+  pool.free(a);
+  pool.free(b);
 }
 
 TEST(HardenedDeathTest, FixedCapacityPoolChecksToo) {

@@ -1,8 +1,10 @@
 // Step 03's pools under abuse: the Hardened policy catches double free, foreign pointers, a free
-// with the wrong size and writes to freed blocks; ASan (asan preset) and valgrind memcheck
-// (memcheck preset) see a use-after-free inside the size-class pool and a use after reset() in
-// the arena.
+// with the wrong size, writes to freed blocks and overwritten free-list links; ASan (asan preset)
+// and valgrind memcheck (memcheck preset) see a use-after-free inside the size-class pool and a use
+// after reset() in the arena.
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "byte_memory_pool.h"
 #include "size_class_pool.h"
@@ -45,6 +47,26 @@ TEST(HardenedDeathTest, SizeClassPoolWriteAfterFree) {
         (void)pool.alloc(64);
       },
       step02::debug::kAsan ? "use-after-poison" : "written after it was freed: 0x");
+}
+
+// The size classes share step 02's free list, encoded links included: a freed block whose link
+// is overwritten with a plausible pointer aborts when the pool reads the link.
+TEST(HardenedDeathTest, SizeClassPoolOverwrittenFreeListLink) {
+  step03::SizeClassPool<Hardened> pool;
+  void* live = pool.alloc(100);
+  void* a = pool.alloc(100);
+  void* b = pool.alloc(100);
+  pool.free(a);
+  pool.free(b, 100);
+  EXPECT_DEATH(
+      {
+        std::memcpy(b, &live, sizeof(live));  // the bug: b's link now names a live block
+        (void)pool.alloc(100);
+      },
+      step02::debug::kAsan ? "use-after-poison"
+                           : "tierpool step03-variable-size: SizeClassPool: free-list link "
+                             "overwritten in freed block 0x");
+  pool.free(live);
 }
 
 TEST(HardenedDeathTest, ArenaDoubleFreeAndForeignPointer) {

@@ -193,4 +193,27 @@ TEST(WrapperDeathTest, TheHardenedPoolCatchesADoubleFreeThroughTheWrapper) {
   EXPECT_DEATH(pool.free(&on_stack), "not from this pool");
 }
 
+// A freed block's link overwritten while the lock is not held (a stray write needs no lock): the
+// wrapped hardened pool decodes the forged word to an address its list never held and aborts,
+// naming the block and the step, instead of handing out what the write pointed at.
+TEST(WrapperDeathTest, TheHardenedPoolCatchesAnOverwrittenLinkThroughTheWrapper) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  step04::MTMemoryPool<step03::SizeClassPool<step02::Hardened>, step04::MutexLock> pool;
+  void* live = pool.alloc(64);
+  void* a = pool.alloc(64);
+  void* b = pool.alloc(64);
+  pool.free(a);
+  pool.free(b);
+  EXPECT_DEATH(
+      {
+        std::memcpy(b, &live, sizeof(live));
+        std::thread([&] { (void)pool.alloc(64); }).join();
+      },
+      step02::debug::kAsan
+          ? "use-after-poison"
+          : "tierpool step03-variable-size: SizeClassPool: free-list link overwritten in freed "
+            "block 0x[0-9a-f]+");
+  pool.free(live);
+}
+
 }  // namespace
