@@ -14,7 +14,7 @@
 //   - many pools of the same type, pools that die while threads live, threads that die while
 //     pools live; chunks are mmap'ed and unmapped when the pool dies;
 //   - ASan/valgrind see every slot (memory_tools.h) and a hardened mode catches double frees and
-//     foreign pointers.
+//     foreign pointers, and keeps the addresses stored in free slots encoded (see FollowLink()).
 #pragma once
 
 #include <sys/mman.h>
@@ -36,6 +36,7 @@
 
 #include "lock_policies.h"  // step04: the spinlock
 #include "memory_tools.h"
+#include "tierpool_common/encoded_link.h"
 
 #define STEP05_LIKELY(x) __builtin_expect(!!(x), 1)
 #define STEP05_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -213,13 +214,17 @@ class ObjectPool {
     // How many item addresses the head node holds.
     std::size_t HeadItems() const { return (length_ - 1) % kObjectsPerNode; }
 
-    void Push(Slot* slot) noexcept {
+    // Every address written into a free slot goes through pool.EncodeLink(), and every one read
+    // back through pool.FollowLink() (hardened mode: encoded and checked; otherwise plain).
+    void Push(Slot* slot, const ObjectPool& pool) noexcept {
       const std::size_t used = length_ % kObjectsPerNode;
       if (used == 0) {  // empty list or full head: the freed slot becomes the new head node
         tools::OpenSlot(slot, kNodeLinks * sizeof(Slot*));
-        slot->links_[0] = head_;
+        slot->links_[0] = pool.EncodeLink(head_);
         if constexpr (kNodeLinks == 2) {
-          Slot* after = nullptr;
+          // The old head's first link, copied as stored: an encoded link means the same wherever
+          // it is kept.
+          Slot* after = pool.EncodeLink(nullptr);
           if (head_ != nullptr) {
             tools::OpenSlot(head_, sizeof(Slot*));
             after = head_->links_[0];
@@ -231,28 +236,29 @@ class ObjectPool {
         head_ = slot;
       } else {
         tools::OpenSlot(head_, kSlotSize);
-        head_->links_[kNodeLinks - 1 + used] = slot;
+        head_->links_[kNodeLinks - 1 + used] = pool.EncodeLink(slot);
         tools::CloseSlot(head_, kSlotSize);
       }
       ++length_;
     }
 
     // Pops one slot, left closed (poisoned); second: whether it was a node (its bytes hold links).
-    std::pair<Slot*, bool> Pop() noexcept {
+    std::pair<Slot*, bool> Pop(const ObjectPool& pool) noexcept {
       Slot* head = head_;
       const std::size_t items = HeadItems();
       tools::OpenSlot(head, kSlotSize);
       --length_;
       if (items == kItemsPerNode) {  // first use of a full node: ask for the next two
-        __builtin_prefetch(head->links_[0], 1);
-        if constexpr (kNodeLinks == 2) __builtin_prefetch(head->links_[1], 1);
+        // Unchecked: a prefetch of a bad address does nothing; the link is checked when followed.
+        __builtin_prefetch(pool.DecodeLink(head->links_[0]), 1);
+        if constexpr (kNodeLinks == 2) __builtin_prefetch(pool.DecodeLink(head->links_[1]), 1);
       }
       if (items > 0) {
-        Slot* slot = head->links_[kNodeLinks - 1 + items];
+        Slot* slot = pool.FollowLink(head, head->links_[kNodeLinks - 1 + items]);
         tools::CloseSlot(head, kSlotSize);
         return {slot, false};
       }
-      head_ = head->links_[0];
+      head_ = pool.FollowLink(head, head->links_[0]);
       tools::CloseSlot(head, kSlotSize);
       return {head, true};
     }
@@ -322,16 +328,16 @@ class ObjectPool {
 
     // A short list from an exiting thread: moved slot by slot (at most two lists' worth, once
     // per thread) onto the partial list, which is parked as a full list once long enough.
-    void MergePartial(FreeSlots list) noexcept {
+    void MergePartial(FreeSlots list, const ObjectPool& pool) noexcept {
       std::lock_guard<step04::SpinLock> lock(freeslots_lock_);
       FreeSlots& partial = freeslots_manager_.partial_;
       while (list.length_ > 0) {
-        auto [slot, was_node] = list.Pop();
+        auto [slot, was_node] = list.Pop(pool);
         if constexpr (kHardened) {
           // It held links; it may become a mere item here, which must carry the fill pattern.
           if (was_node) FillFreed(slot);
         }
-        partial.Push(slot);
+        partial.Push(slot, pool);
       }
       if (partial.length_ >= kFreeSlotsSize) {
         try {
@@ -468,7 +474,9 @@ class ObjectPool {
  public:
   using value_type = T;
 
-  ObjectPool() : id_(detail::g_next_pool_id.fetch_add(1, std::memory_order_relaxed)) {
+  ObjectPool()
+      : id_(detail::g_next_pool_id.fetch_add(1, std::memory_order_relaxed)),
+        link_key_(MakeLinkKey(this)) {
     tools::PoolCreated(this);
   }
   ObjectPool(const ObjectPool&) = delete;
@@ -510,7 +518,7 @@ class ObjectPool {
     TakeBack(slot);
     LocalPool* local = Local();
     if (STEP05_UNLIKELY(local == nullptr)) return FreeWithoutLocalPool(slot);
-    local->freeslots_.Push(slot);
+    local->freeslots_.Push(slot, *this);
     if (STEP05_UNLIKELY(local->freeslots_.length_ == kFreeSlotsSize)) RetireFullList(*local);
   }
 
@@ -596,7 +604,7 @@ class ObjectPool {
     if (local.spare_.head_ != nullptr && global.PushFreeSlots(local.spare_)) local.spare_ = {};
     for (FreeSlots* list : {&local.spare_, &local.freeslots_}) {
       if (list->length_ == 0) continue;
-      global.MergePartial(*list);
+      global.MergePartial(*list, *this);
       *list = {};
     }
     if (local.block_.next_ != local.block_.end_) global.ReturnBlockRest(local.block_);
@@ -645,7 +653,7 @@ class ObjectPool {
   }
 
   void* PopLocal(LocalPool& local) noexcept {
-    auto [slot, was_node] = local.freeslots_.Pop();
+    auto [slot, was_node] = local.freeslots_.Pop(*this);
     return HandOutReused(slot, was_node);
   }
 
@@ -686,7 +694,7 @@ class ObjectPool {
 
   void FreeWithoutLocalPool(Slot* slot) noexcept {
     LocalPool temporary(this, &global_pools_[0]);
-    temporary.freeslots_.Push(slot);
+    temporary.freeslots_.Push(slot, *this);
     Drain(temporary);
   }
 
@@ -753,23 +761,74 @@ class ObjectPool {
 
   void ForgetChunk(void*) noexcept { chunks_.fetch_sub(1, std::memory_order_relaxed); }
 
-  // The live bit of `slot`, or death if the pointer is not one this pool could have handed out.
-  std::pair<std::atomic<std::uint64_t>*, std::uint64_t> LiveBit(const Slot* slot) noexcept {
+  // Where `slot` lies: the chunk that holds it (nullptr if none) and its offset there. Caller
+  // holds directory_mutex_.
+  std::pair<const ChunkRecord*, std::uintptr_t> ChunkOfLocked(const Slot* slot) const noexcept {
     const auto address = reinterpret_cast<std::uintptr_t>(slot);
-    std::shared_lock<std::shared_mutex> lock(directory_mutex_);
     auto it = std::upper_bound(directory_.begin(), directory_.end(), address,
                                [](std::uintptr_t a, const ChunkRecord& r) { return a < r.begin; });
-    if (it == directory_.begin())
-      detail::Die("free of a pointer not from this pool:", slot, sizeof(T));
+    if (it == directory_.begin()) return {nullptr, 0};
     --it;
     const std::uintptr_t offset = address - it->begin;
-    if (offset >= kChunkBytes)
-      detail::Die("free of a pointer not from this pool:", slot, sizeof(T));
+    if (offset >= kChunkBytes) return {nullptr, 0};
+    return {&*it, offset};
+  }
+
+  // The live bit of `slot`, or death if the pointer is not one this pool could have handed out.
+  std::pair<std::atomic<std::uint64_t>*, std::uint64_t> LiveBit(const Slot* slot) noexcept {
+    std::shared_lock<std::shared_mutex> lock(directory_mutex_);
+    const auto [chunk, offset] = ChunkOfLocked(slot);
+    if (chunk == nullptr) detail::Die("free of a pointer not from this pool:", slot, sizeof(T));
     if (offset % kSlotSize != 0) {
       detail::Die("free of a pointer inside an object, not its start:", slot, sizeof(T));
     }
     const std::size_t index = offset / kSlotSize;
-    return {&it->live[index / 64], std::uint64_t{1} << (index % 64)};
+    return {&chunk->live[index / 64], std::uint64_t{1} << (index % 64)};
+  }
+
+  // --- Hardened mode: the addresses kept in free slots are stored encoded --------------------
+  // A free slot holds the links and item addresses of its free list. A stray write into a freed
+  // object (a dangling pointer) that put a plausible address there would make the pool hand that
+  // address out. Encoded with this pool's secret key (the lists travel between threads, so the key
+  // is the pool's, not a list's), such a write decodes to an address that is no slot of this pool,
+  // and FollowLink() stops there.
+  struct NoLinkKey {};
+  using LinkKey = std::conditional_t<kHardened, tierpool_common::LinkKey, NoLinkKey>;
+  static LinkKey MakeLinkKey([[maybe_unused]] const ObjectPool* self) noexcept {
+    if constexpr (kHardened) {
+      return tierpool_common::LinkKeyFor(self, tierpool_common::ProcessLinkKey());
+    } else {
+      return {};
+    }
+  }
+
+  Slot* EncodeLink(Slot* slot) const noexcept {
+    if constexpr (kHardened) {
+      return reinterpret_cast<Slot*>(tierpool_common::EncodeLink(slot, link_key_));
+    }
+    return slot;
+  }
+  Slot* DecodeLink(Slot* stored) const noexcept {
+    if constexpr (kHardened) {
+      return static_cast<Slot*>(
+          tierpool_common::DecodeLink(reinterpret_cast<std::uintptr_t>(stored), link_key_));
+    }
+    return stored;
+  }
+  // A stored address that the pool is about to use, read from the free slot `holder`.
+  Slot* FollowLink([[maybe_unused]] const Slot* holder, Slot* stored) const noexcept {
+    Slot* slot = DecodeLink(stored);
+    if constexpr (kHardened) {
+      if (slot != nullptr && !IsSlot(slot)) {
+        detail::Die("free list corrupted: an address overwritten in freed slot", holder, sizeof(T));
+      }
+    }
+    return slot;
+  }
+  bool IsSlot(const Slot* slot) const noexcept {
+    std::shared_lock<std::shared_mutex> lock(directory_mutex_);
+    const auto [chunk, offset] = ChunkOfLocked(slot);
+    return chunk != nullptr && offset % kSlotSize == 0;
   }
 
   void MarkLive(const Slot* slot) noexcept {
@@ -787,12 +846,13 @@ class ObjectPool {
   }
 
   const std::uint64_t id_;
+  [[no_unique_address]] const LinkKey link_key_;
   GlobalPool global_pools_[kGlobalPoolNum];
   std::atomic<std::size_t> next_global_pool_{0};
   std::atomic<std::size_t> chunks_{0};
   std::atomic<std::size_t> blocks_carved_{0};
   std::vector<LocalPool*> locals_;  // guarded by detail::RegistryMutex()
-  std::shared_mutex directory_mutex_;
+  mutable std::shared_mutex directory_mutex_;
   std::vector<ChunkRecord> directory_;  // hardened mode only, sorted by begin
 };
 

@@ -1,7 +1,7 @@
 // Bugs in the code that uses the pool, caught: by the hardened mode (double free, foreign and
-// interior pointers, writes after free), by ASan (use after free inside the pool) and by valgrind
-// (the same, through the mempool client requests). Each deliberate bug runs in a death test's
-// child process, so this binary itself stays clean under every tool.
+// interior pointers, writes after free, overwritten free-list addresses), by ASan (use after free
+// inside the pool) and by valgrind (the same, through the mempool client requests). Each deliberate
+// bug runs in a death test's child process, so this binary itself stays clean under every tool.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -35,6 +35,13 @@ struct Payload {
 };
 
 using HardenedPool = step05::ObjectPool<Payload, Hardened>;
+
+// Under ASan a free list's node slot is poisoned: ASan stops a stray write into it by itself.
+#if TIERPOOL_ASAN
+constexpr bool kAsanPoisonsFreedSlots = true;
+#else
+constexpr bool kAsanPoisonsFreedSlots = false;
+#endif
 
 TEST_F(HardenedDeathTest, DoubleFreeAbortsNamingThePointerAndTheStep) {
   HardenedPool pool;
@@ -75,6 +82,37 @@ TEST_F(HardenedDeathTest, AWriteAfterFreeIsCaughtWhenTheSlotIsReused) {
         pool.Allocate();   // hands b out again: its fill pattern is broken
       },
       "use after free: written after free: 0x[0-9a-f]+");
+}
+
+// A freed object's first bytes hold addresses of the free list (its node links, or the other
+// free objects it keeps). A stray write that puts a plausible address there (here: a live
+// object's) must not make the pool hand that address out: the hardened pool stores them encoded,
+// the forged word decodes to no slot of the pool, and the pool aborts naming the freed slot.
+TEST_F(HardenedDeathTest, AnOverwrittenFreeListAddressAbortsNamingTheSlot) {
+  HardenedPool pool;
+  auto* live = static_cast<Payload*>(pool.Allocate());
+  auto* a = static_cast<Payload*>(pool.Allocate());
+  auto* b = static_cast<Payload*>(pool.Allocate());
+  pool.Free(a);  // a becomes the list's node: words[0] and [1] link on, words[2] holds b
+  pool.Free(b);
+  const char* expected = kAsanPoisonsFreedSlots
+                             ? "use-after-poison"
+                             : "step05-tls-global: free list corrupted: an address overwritten "
+                               "in freed slot 0x[0-9a-f]+";
+  EXPECT_DEATH(
+      {
+        a->words[2] = reinterpret_cast<long>(live);  // b's address replaced
+        pool.Allocate();
+      },
+      expected);
+  EXPECT_DEATH(
+      {
+        a->words[0] = reinterpret_cast<long>(live);  // the link to the next node replaced
+        pool.Allocate();                             // b
+        pool.Allocate();                             // a itself: its link is followed
+      },
+      expected);
+  pool.Free(live);
 }
 
 TEST_F(HardenedDeathTest, CorrectUseDoesNotAbort) {
