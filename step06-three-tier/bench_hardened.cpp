@@ -1,4 +1,4 @@
-// The hardened build of the allocator (double-free bitmap, free-pattern checks, XOR-ed links)
+// The hardened build of the allocator (double-free bitmap, free-pattern checks, encoded links)
 // beside the release one, so the table shows what the checks cost. Compiled with
 // TIERPOOL_INTERNAL_NS=hardened and TIERPOOL_HARDENED=1, against the tierpool_core_hardened
 // library.

@@ -3,7 +3,6 @@
 #include "allocator.h"
 
 #include <sched.h>
-#include <sys/auxv.h>
 
 #include <cerrno>
 #include <cstring>
@@ -18,7 +17,7 @@ PageMap page_map;  // no constructor: all zeros from the loader (see page_map.h)
 static_assert(std::is_trivially_default_constructible_v<PageMap>);
 std::atomic<int> init_state{0};
 __thread ThreadCache* tls_cache TIERPOOL_INITIAL_EXEC = &empty_cache;
-std::uintptr_t free_list_secret = 0;
+tierpool_common::LinkKey free_list_key;
 char valgrind_pool_anchor = 0;
 char valgrind_leak_search_anchor[16] = {};
 // The pointer that keeps the anchor reachable (so it is never reported itself).
@@ -118,13 +117,7 @@ Globals& G() {
 void InitSlow() {
   int expected = 0;
   if (init_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
-    if constexpr (kHardened) {
-      // 16 random bytes the kernel gives every process (not aligned); no syscall, no allocation.
-      std::uintptr_t random = 0;
-      if (const auto* bytes = reinterpret_cast<const void*>(getauxval(AT_RANDOM)))
-        std::memcpy(&random, bytes, sizeof(random));
-      free_list_secret = (random ^ reinterpret_cast<std::uintptr_t>(&expected)) | 1;
-    }
+    if constexpr (kHardened) free_list_key = tierpool_common::RandomLinkKey();
     ToolsCreatePool();
     Globals* g = ::new (globals_storage) Globals();
     pthread_key_create(&g->thread_exit_key, DestroyThreadCache);

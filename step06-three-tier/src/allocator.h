@@ -95,7 +95,7 @@ TIERPOOL_ALWAYS_INLINE void* AllocateClass(ThreadCache* tc, std::size_t cl) {
   if (TIERPOOL_LIKELY(ptr != nullptr)) {
     // The second moves up; the head's link names the new second, which is handed out two
     // allocations from now: ask for its line now, so its own link is there when it is read.
-    void* third = LoadNext(ptr);
+    void* third = LoadNextOfClass(ptr, page_map, static_cast<std::uint32_t>(cl));
     tc->set_head(cl, tc->second(cl));
     tc->set_second(cl, third);
     __builtin_prefetch(third);

@@ -89,7 +89,7 @@ int CentralFreeList::FetchFromSpansLocked(void** first, void** second, int n) {
       void* object;
       if (span->free_list != nullptr) {
         object = span->free_list;
-        span->free_list = LoadNext(object);
+        span->free_list = LoadNextOfClass(object, *page_map_, size_class_);
       } else if (span->carve_next < span->carve_end) {
         object = span->carve_next;
         span->carve_next += object_size_;
@@ -127,7 +127,7 @@ void CentralFreeList::ReleaseToSpansLocked(void* first, void* second, int n, Spa
   void* cursor[2] = {first, second};  // objects at even and odd positions
   for (int i = 0; i < n; ++i) {
     void* object = cursor[i & 1];
-    cursor[i & 1] = LoadNext(object);
+    cursor[i & 1] = LoadNextOfClass(object, *page_map_, size_class_);
     Span* span = page_map_->Get(reinterpret_cast<std::uintptr_t>(object) >> kPageShift);
     StoreNext(object, span->free_list);
     span->free_list = object;

@@ -3,7 +3,8 @@
 // Two build options change the code (never the API):
 //   TIERPOOL_HARDENED=1   double free, foreign pointers and wrong sizes abort with a message naming
 //                         the pointer; freed blocks are filled with a pattern that is checked on
-//                         reuse; free-list links are XOR-ed with a per-process secret.
+//                         reuse; free-list links are stored encoded with a per-process secret
+//                         key and checked before they are followed.
 //   TIERPOOL_VALGRIND=1   memcheck client requests: blocks are a valgrind mempool, free and
 //                         not-yet-handed-out memory is NOACCESS.
 // An ASan build (TIERPOOL_ASAN) poisons free and not-yet-handed-out memory as well.

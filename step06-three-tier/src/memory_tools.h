@@ -16,6 +16,9 @@
 #include <cstring>
 
 #include "config.h"
+#include "os.h"
+#include "page_map.h"
+#include "tierpool_common/encoded_link.h"
 
 #if TIERPOOL_ASAN
 #include <sanitizer/asan_interface.h>
@@ -36,16 +39,18 @@ namespace tierpool::TIERPOOL_INTERNAL_NS {
 #define TIERPOOL_RAW_ACCESS TIERPOOL_ALWAYS_INLINE
 #endif
 
-// Hardened builds store links XOR-ed with a per-process secret, so a stray write of a plausible
-// pointer into a free object does not steer the allocator anywhere useful.
-extern std::uintptr_t free_list_secret;
+// Hardened builds store links encoded with a per-process secret key (the encoding of
+// common/include/tierpool_common/encoded_link.h, mimalloc's), so a stray write of a plausible
+// pointer into a free object decodes to an address nobody chose; LoadNextOfClass() checks it
+// before the allocator follows it.
+extern tierpool_common::LinkKey free_list_key;
 
 TIERPOOL_ALWAYS_INLINE std::uintptr_t EncodeLink(void* next) {
-  if constexpr (kHardened) return reinterpret_cast<std::uintptr_t>(next) ^ free_list_secret;
+  if constexpr (kHardened) return tierpool_common::EncodeLink(next, free_list_key);
   return reinterpret_cast<std::uintptr_t>(next);
 }
 TIERPOOL_ALWAYS_INLINE void* DecodeLink(std::uintptr_t stored) {
-  if constexpr (kHardened) stored ^= free_list_secret;
+  if constexpr (kHardened) return tierpool_common::DecodeLink(stored, free_list_key);
   return reinterpret_cast<void*>(stored);
 }
 
@@ -68,6 +73,22 @@ TIERPOOL_RAW_ACCESS void StoreNext(void* object, void* next) {
 #if TIERPOOL_VALGRIND
   VALGRIND_MAKE_MEM_NOACCESS(object, sizeof(void*));
 #endif
+}
+
+// The link of `object`, a free block of size class `cl`, that the allocator is about to follow.
+// Hardened: it must lead to another block of class `cl` (or be null), or the block was written to
+// after it was freed; the allocator stops there, naming the block, instead of handing out
+// whatever the write pointed at. Other builds: LoadNext().
+TIERPOOL_ALWAYS_INLINE void* LoadNextOfClass(void* object, const PageMap& map, std::uint32_t cl) {
+  void* next = LoadNext(object);
+  if constexpr (kHardened) {
+    if (TIERPOOL_UNLIKELY(next != nullptr && map.ClassOf(next) != cl)) {
+      Fatal("free-list link overwritten in a freed block", object);
+    }
+  }
+  (void)map;
+  (void)cl;
+  return next;
 }
 
 // Memory that belongs to the allocator (a fresh span, a freed block): users must not touch it.

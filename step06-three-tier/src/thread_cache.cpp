@@ -44,7 +44,7 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   // becomes the head, and the first's link (its third, or null) the new second.
   if (second != nullptr) {
     heads_[cl] = second;
-    seconds_[cl] = LoadNext(first);
+    seconds_[cl] = LoadNextOfClass(first, page_map, cl);
     __builtin_prefetch(seconds_[cl]);
     rooms_[cl] -= got - 1;
     set_budget_left(budget_left_ - std::int64_t{got - 1} * sizes_[cl]);
@@ -107,7 +107,7 @@ void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n) {
     void* cursor[2] = {heads_[cl], seconds_[cl]};  // objects at even and odd positions
     for (std::uint32_t i = 0; i < take; ++i) {
       void* object = cursor[i & 1];
-      cursor[i & 1] = LoadNext(object);
+      cursor[i & 1] = LoadNextOfClass(object, page_map, cl);
       if (i + 2 >= take) StoreNext(object, nullptr);
     }
     heads_[cl] = cursor[take & 1];

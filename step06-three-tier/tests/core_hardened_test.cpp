@@ -160,4 +160,24 @@ TEST_F(CoreHardened, FreeListLinksAreNotPlainPointers) {
   hardened::Free(b);
 }
 
+// A stray write puts a plausible address (a live block's) into a freed block's link. Stored
+// encoded, the forged word decodes to an address that is no block of the class, and the allocator
+// aborts naming the freed block before it hands anything out.
+TEST_F(CoreHardened, AnOverwrittenFreeListLinkAbortsNamingTheBlock) {
+  EXPECT_DEATH(
+      {
+        void* live = hardened::Allocate(48);
+        void* a = hardened::Allocate(48);
+        void* b = hardened::Allocate(48);
+        hardened::Free(a);
+        hardened::Free(b);                     // the list's head; its first word is its link
+        std::memcpy(b, &live, sizeof(live));   // the bug: a write through a dangling pointer
+        void* again = hardened::Allocate(48);  // pops b and reads its link
+        hardened::Free(again);
+      },
+      TIERPOOL_ASAN ? "use-after-poison"
+                    : "step06-three-tier\\): free-list link overwritten in a freed block: "
+                      "pointer 0x[0-9a-f]+");
+}
+
 }  // namespace
