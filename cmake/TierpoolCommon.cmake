@@ -102,6 +102,8 @@ function(tierpool_add_test name)
   endif()
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main Threads::Threads)
+  # Test helpers every step may use (address_space_limit.h: out-of-memory tests).
+  target_include_directories(${name} PRIVATE ${TIERPOOL_ROOT}/common/testing)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
