@@ -21,6 +21,8 @@ option(TIERPOOL_WERROR "Treat warnings as errors" ON)
 option(TIERPOOL_MEMCHECK "Also run every test under valgrind memcheck (ctest -L memcheck)" OFF)
 option(TIERPOOL_BUILD_TESTS "Build the tests" ON)
 option(TIERPOOL_BUILD_BENCHMARKS "Build the benchmarks" ON)
+option(TIERPOOL_FUZZ "Build the libFuzzer targets (clang only; see tierpool_add_fuzzer)" OFF)
+set(TIERPOOL_FUZZ_SECONDS 20 CACHE STRING "How long ctest runs each fuzz target")
 set(TIERPOOL_SANITIZE "" CACHE STRING "Sanitizers: empty, address,undefined or thread")
 set(TIERPOOL_TEST_SCALE "" CACHE STRING "Scale factor passed to stress tests (TIERPOOL_TEST_SCALE)")
 
@@ -38,6 +40,17 @@ if(TIERPOOL_SANITIZE)
   if(TIERPOOL_SANITIZE MATCHES "thread")
     add_compile_definitions(TIERPOOL_TSAN=1)
   endif()
+endif()
+if(TIERPOOL_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "TIERPOOL_FUZZ needs clang's libFuzzer: configure with `cmake --preset fuzz`")
+  endif()
+  # Coverage for the fuzzer and ASan+UBSan for everything a target links (step06's library too);
+  # libFuzzer's main() only for the targets themselves (tierpool_add_fuzzer). No TIERPOOL_ASAN:
+  # step02/03's pools would then take their watched paths only, and it is the plain fast paths
+  # that users run.
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=address,undefined)
 endif()
 # Frame pointers keep `perf record -g` call graphs readable in every build type.
 add_compile_options(-fno-omit-frame-pointer)
@@ -143,4 +156,37 @@ function(tierpool_add_benchmark step)
                            TIMEOUT 900)
     endif()
   endif()
+endfunction()
+
+# tierpool_add_fuzzer(<name> SOURCES ... [LIBS ...])
+# With TIERPOOL_FUZZ (clang; `cmake --preset fuzz`): <build>/fuzz/<name>, a libFuzzer target
+# (-fsanitize=fuzzer,address,undefined) that drives one allocator API with its input and checks it
+# against the shadow model of common/fuzz/fuzz_model.h; and the test "fuzz.<name>", which runs it
+# for TIERPOOL_FUZZ_SECONDS on the corpus <build>/fuzz/corpus/<name> (kept between runs). That
+# short run is the `fuzz` stage of `make test` (scripts/test.sh). A longer one, on both cores:
+#   cmake --preset fuzz && cmake --build --preset fuzz
+#   build/fuzz/fuzz/<name> build/fuzz/corpus/<name> -max_total_time=3600 -jobs=2 -workers=2
+# docs/fuzzing.md lists the targets and says how to reproduce a crash.
+function(tierpool_add_fuzzer name)
+  cmake_parse_arguments(F "" "" "SOURCES;LIBS" ${ARGN})
+  if(NOT TIERPOOL_FUZZ)
+    return()
+  endif()
+  add_executable(${name} ${F_SOURCES})
+  target_include_directories(${name} PRIVATE ${TIERPOOL_ROOT}/common/fuzz)
+  target_link_libraries(${name} PRIVATE ${F_LIBS} Threads::Threads)
+  target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
+  if(NOT TARGET tierpool_fuzzers)
+    add_custom_target(tierpool_fuzzers)
+  endif()
+  add_dependencies(tierpool_fuzzers ${name})
+  set(corpus ${CMAKE_BINARY_DIR}/fuzz/corpus/${name})
+  file(MAKE_DIRECTORY ${corpus})
+  add_test(NAME fuzz.${name}
+           COMMAND ${name} ${corpus} -max_total_time=${TIERPOOL_FUZZ_SECONDS} -timeout=20
+                   -rss_limit_mb=2048 -print_final_stats=1
+           WORKING_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
+  math(EXPR timeout "${TIERPOOL_FUZZ_SECONDS} + 120")
+  set_tests_properties(fuzz.${name} PROPERTIES LABELS "fuzz" TIMEOUT ${timeout})
 endfunction()

@@ -4,12 +4,14 @@
 #   asan      AddressSanitizer + UndefinedBehaviorSanitizer
 #   tsan      ThreadSanitizer
 #   memcheck  every test again under valgrind memcheck (0 errors, nothing definitely lost)
+#   fuzz      every libFuzzer target (one per allocator API) for TIERPOOL_FUZZ_SECONDS (20 s) each,
+#             built with clang; skipped where clang or its libFuzzer runtime is missing
 #   alone     every step configured and built on its own, as a learner builds one chapter
 # TIERPOOL_TEST_STAGES="release asan" limits the stages (all by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
-stages=${TIERPOOL_TEST_STAGES:-release asan tsan memcheck alone}
+stages=${TIERPOOL_TEST_STAGES:-release asan tsan memcheck fuzz alone}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
@@ -38,6 +40,24 @@ preset() {  # configure, build and run the tests of one CMake preset
   ctest --preset "$name" -j "$jobs" --timeout 900
 }
 
+fuzz() {  # the libFuzzer targets, a fixed short time each (a longer run: docs/fuzzing.md)
+  if ! command -v clang++ >/dev/null; then
+    echo "skipped: clang not installed"
+    return 0
+  fi
+  local probe
+  probe=$(mktemp -d)
+  echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' \
+    >"$probe/probe.cpp"
+  if ! clang++ -fsanitize=fuzzer "$probe/probe.cpp" -o "$probe/probe" >/dev/null 2>&1; then
+    rm -rf "$probe"
+    echo "skipped: clang's libFuzzer runtime not installed (libclang-rt-14-dev)"
+    return 0
+  fi
+  rm -rf "$probe"
+  preset fuzz
+}
+
 alone() {  # each step folder is a project of its own
   local ok=0
   for dir in step0*/; do
@@ -59,6 +79,7 @@ alone() {  # each step folder is a project of its own
 for s in $stages; do
   case $s in
     release|asan|tsan|memcheck) stage "$s" preset "$s" ;;
+    fuzz) stage fuzz fuzz ;;
     alone) stage alone alone ;;
     *) echo "unknown stage $s" >&2; exit 2 ;;
   esac
