@@ -72,6 +72,21 @@ inline std::size_t FundamentalAlignmentFor(std::size_t size) {
   return lowest_bit < kMax ? lowest_bit : kMax;
 }
 
+// Runs the input as a program over two pools of one API, usually its Fast and its Hardened
+// variant: each opcode's high bit picks the pool (owner 0 or 1), and run(pool, owner, opcode)
+// performs the operation.
+template <class PoolA, class PoolB, class Run>
+void RunOnTwoPools(FuzzInput& in, PoolA& pool0, PoolB& pool1, Run&& run) {
+  while (!in.done()) {
+    const std::uint8_t op = in.Byte();
+    if (op & 0x80) {
+      run(pool1, 1u, op);
+    } else {
+      run(pool0, 0u, op);
+    }
+  }
+}
+
 // One block the pool handed out, as the model remembers it.
 struct LiveBlock {
   unsigned char* data;

@@ -1,17 +1,14 @@
 // Out-of-memory tests on a real refusal: the OS itself says no once this process's address space
 // is capped with setrlimit(RLIMIT_AS), as it does on a machine that is out of memory. Each test
-// does it in a death-test child (EXPECT_EXIT), so the cap never reaches the test binary itself.
+// does it in a death-test child, so the cap never reaches the test binary itself.
 //
-//   TEST(Pool, OutOfAddressSpace) {
-//     if (const char* why = tierpool_testing::AddressSpaceLimitUnusable()) GTEST_SKIP() << why;
-//     EXPECT_EXIT(tierpool_testing::ExitWithVerdict(RunTheCheck()), testing::ExitedWithCode(0),
-//     "");
-//   }
+//   TEST_F(AddressSpaceLimitTest, PoolRecovers) { EXPECT_VERDICT_IN_CHILD(RunTheCheck()); }
 //
 // where RunTheCheck() makes an AddressSpaceCap, exhausts memory, lifts the cap, and returns ""
 // when every expectation held or what went wrong (the parent shows it).
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -81,4 +78,19 @@ class AddressSpaceCap {
   std::_Exit(1);
 }
 
+// Skips where the cap cannot work; death tests re-execute the binary, so the child starts with
+// the small address space of a fresh process.
+class AddressSpaceLimitTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const char* why = AddressSpaceLimitUnusable()) GTEST_SKIP() << why;
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+  }
+};
+
 }  // namespace tierpool_testing
+
+// Runs `verdict` (a std::string: empty when every expectation held) in a death-test child and
+// expects it empty; otherwise the failure shows the child's message.
+#define EXPECT_VERDICT_IN_CHILD(verdict) \
+  EXPECT_EXIT(tierpool_testing::ExitWithVerdict(verdict), ::testing::ExitedWithCode(0), "")

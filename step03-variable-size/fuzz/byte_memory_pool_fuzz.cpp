@@ -78,14 +78,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   alignas(64) unsigned char buffer[1024];
   ByteMemoryPool<step03::Fast> fast(first_chunk);
   ByteMemoryPool<step03::Hardened> hardened(buffer, 1 + in.Byte() * 4, first_chunk);
-  while (!in.done()) {
-    const std::uint8_t op = in.Byte();
-    if (op & 0x80) {
-      RunOp(hardened, 1, op, in, heap);
-    } else {
-      RunOp(fast, 0, op, in, heap);
-    }
-  }
+  tierpool_fuzz::RunOnTwoPools(
+      in, fast, hardened,
+      [&](auto& pool, unsigned owner, std::uint8_t op) { RunOp(pool, owner, op, in, heap); });
   heap.RemoveAll([&](const LiveBlock& block) {
     if (block.owner == 1) hardened.free(block.data);
   });

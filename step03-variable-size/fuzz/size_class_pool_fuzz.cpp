@@ -83,14 +83,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   ShadowHeap heap("step03 SizeClassPool");
   SizeClassPool<step03::Fast> fast;
   SizeClassPool<step03::Hardened> hardened;
-  while (!in.done()) {
-    const std::uint8_t op = in.Byte();
-    if (op & 0x80) {
-      RunOp(hardened, 1, op, in, heap);
-    } else {
-      RunOp(fast, 0, op, in, heap);
-    }
-  }
+  tierpool_fuzz::RunOnTwoPools(
+      in, fast, hardened,
+      [&](auto& pool, unsigned owner, std::uint8_t op) { RunOp(pool, owner, op, in, heap); });
   std::uint8_t how = 0;
   heap.RemoveAll([&](const LiveBlock& block) {
     if (block.owner == 1) {

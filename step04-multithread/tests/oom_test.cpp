@@ -94,33 +94,23 @@ std::string RunOutOfMemoryAndRecover(std::size_t size, bool keeps_freed_blocks =
   return "";
 }
 
-class OutOfMemoryTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (const char* why = tierpool_testing::AddressSpaceLimitUnusable()) GTEST_SKIP() << why;
-    GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh child, its address space small
-  }
-};
+using OutOfMemoryTest = tierpool_testing::AddressSpaceLimitTest;
 
 TEST_F(OutOfMemoryTest, MemoryPoolBehindAMutexThrowsAndRecovers) {
   using Pool = step04::LockedMemoryPool<512, step04::MutexLock>;
-  EXPECT_EXIT(tierpool_testing::ExitWithVerdict(RunOutOfMemoryAndRecover<Pool>(512)),
-              ::testing::ExitedWithCode(0), "");
+  EXPECT_VERDICT_IN_CHILD(RunOutOfMemoryAndRecover<Pool>(512));
 }
 
 TEST_F(OutOfMemoryTest, HardenedMemoryPoolBehindASpinLockThrowsAndRecovers) {
   using Pool = step04::LockedMemoryPool<512, step04::SpinLock, step02::Hardened>;
-  EXPECT_EXIT(tierpool_testing::ExitWithVerdict(RunOutOfMemoryAndRecover<Pool>(512)),
-              ::testing::ExitedWithCode(0), "");
+  EXPECT_VERDICT_IN_CHILD(RunOutOfMemoryAndRecover<Pool>(512));
 }
 
 TEST_F(OutOfMemoryTest, SizeClassPoolBehindASpinLockThrowsAndRecovers) {
   using Pool = step04::MTMemoryPool<step03::SizeClassPool<>, step04::SpinLock>;
-  EXPECT_EXIT(tierpool_testing::ExitWithVerdict(RunOutOfMemoryAndRecover<Pool>(3000)),
-              ::testing::ExitedWithCode(0), "");
+  EXPECT_VERDICT_IN_CHILD(RunOutOfMemoryAndRecover<Pool>(3000));
   // Large blocks go upstream one by one.
-  EXPECT_EXIT(tierpool_testing::ExitWithVerdict(RunOutOfMemoryAndRecover<Pool>(200000, false)),
-              ::testing::ExitedWithCode(0), "");
+  EXPECT_VERDICT_IN_CHILD(RunOutOfMemoryAndRecover<Pool>(200000, false));
 }
 
 }  // namespace

@@ -88,23 +88,14 @@ std::string RunOutOfMemoryAndRecover() {
   return "";
 }
 
-class OutOfMemoryTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (const char* why = tierpool_testing::AddressSpaceLimitUnusable()) GTEST_SKIP() << why;
-    GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh child, its address space small
-  }
-};
+using OutOfMemoryTest = tierpool_testing::AddressSpaceLimitTest;
 
 TEST_F(OutOfMemoryTest, AllocateReturnsNullNewThrowsAndThePoolRecovers) {
-  EXPECT_EXIT(
-      tierpool_testing::ExitWithVerdict(RunOutOfMemoryAndRecover<step05::DefaultPoolTraits>()),
-      ::testing::ExitedWithCode(0), "");
+  EXPECT_VERDICT_IN_CHILD(RunOutOfMemoryAndRecover<step05::DefaultPoolTraits>());
 }
 
 TEST_F(OutOfMemoryTest, TheHardenedPoolToo) {
-  EXPECT_EXIT(tierpool_testing::ExitWithVerdict(RunOutOfMemoryAndRecover<HardenedTraits>()),
-              ::testing::ExitedWithCode(0), "");
+  EXPECT_VERDICT_IN_CHILD(RunOutOfMemoryAndRecover<HardenedTraits>());
 }
 
 }  // namespace

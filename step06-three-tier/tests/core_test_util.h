@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "address_space_limit.h"  // common/testing
+
 namespace core_test {
 
 inline bool UnderValgrind() {
@@ -42,12 +44,7 @@ inline std::size_t ResidentBytes() {
 }
 
 inline std::size_t VirtualBytes() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  unsigned long size = 0;
-  if (std::fscanf(f, "%lu", &size) != 1) size = 0;
-  std::fclose(f);
-  return size * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return tierpool_testing::MappedBytes();
 }
 
 }  // namespace core_test
