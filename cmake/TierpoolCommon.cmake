@@ -162,7 +162,7 @@ endfunction()
 # With TIERPOOL_FUZZ (clang; `cmake --preset fuzz`): <build>/fuzz/<name>, a libFuzzer target
 # (-fsanitize=fuzzer,address,undefined) that drives one allocator API with its input and checks it
 # against the shadow model of common/fuzz/fuzz_model.h; and the test "fuzz.<name>", which runs it
-# for TIERPOOL_FUZZ_SECONDS on the corpus <build>/fuzz/corpus/<name> (kept between runs). That
+# for TIERPOOL_FUZZ_SECONDS on the corpus <build>/corpus/<name> (kept between runs). That
 # short run is the `fuzz` stage of `make test` (scripts/test.sh). A longer one, on both cores:
 #   cmake --preset fuzz && cmake --build --preset fuzz
 #   build/fuzz/fuzz/<name> build/fuzz/corpus/<name> -max_total_time=3600 -jobs=2 -workers=2
@@ -181,7 +181,7 @@ function(tierpool_add_fuzzer name)
     add_custom_target(tierpool_fuzzers)
   endif()
   add_dependencies(tierpool_fuzzers ${name})
-  set(corpus ${CMAKE_BINARY_DIR}/fuzz/corpus/${name})
+  set(corpus ${CMAKE_BINARY_DIR}/corpus/${name})
   file(MAKE_DIRECTORY ${corpus})
   add_test(NAME fuzz.${name}
            COMMAND ${name} ${corpus} -max_total_time=${TIERPOOL_FUZZ_SECONDS} -timeout=20

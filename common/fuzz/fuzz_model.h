@@ -252,8 +252,10 @@ class HelperThread {
 
   void Serve() {
     for (;;) {
-      while (state_.load(std::memory_order_acquire) != kCall)
-        state_.wait(state_.load(std::memory_order_relaxed), std::memory_order_acquire);
+      // Waits on the very value it saw: a second load could read kCall, already stored, and
+      // then wait for it to change, which only this thread does.
+      for (int seen; (seen = state_.load(std::memory_order_acquire)) != kCall;)
+        state_.wait(seen, std::memory_order_acquire);
       const std::function<void()>* call = call_;
       if (call != nullptr) (*call)();
       state_.store(kDone, std::memory_order_release);
