@@ -238,6 +238,9 @@ class ObjectPool {
         tools::OpenSlot(head_, kSlotSize);
         head_->links_[kNodeLinks - 1 + used] = pool.EncodeLink(slot);
         tools::CloseSlot(head_, kSlotSize);
+        // An item slot holds nothing of the list, but it is free all the same: closed, so a
+        // use after free of it is reported like one of a node.
+        tools::CloseSlot(slot, kSlotSize);
       }
       ++length_;
     }

@@ -142,6 +142,17 @@ TEST_F(AsanDeathTest, UseAfterFreeInsideThePoolIsReported) {
   EXPECT_DEATH({ [[maybe_unused]] volatile long v = p->words[2]; }, "use-after-poison");
 }
 
+// The second object freed is not a node of the list, only an address kept in the first one:
+// it is poisoned all the same.
+TEST_F(AsanDeathTest, UseAfterFreeOfAnItemSlotIsReported) {
+  step05::ObjectPool<Payload> pool;
+  auto* node = static_cast<Payload*>(pool.Allocate());
+  auto* item = static_cast<Payload*>(pool.Allocate());
+  pool.Free(node);
+  pool.Free(item);
+  EXPECT_DEATH({ item->words[0] = 1; }, "use-after-poison");
+}
+
 TEST_F(AsanDeathTest, MemoryNeverHandedOutIsPoisonedToo) {
   step05::ObjectPool<Payload> pool;
   auto* p = static_cast<Payload*>(pool.Allocate());
