@@ -2,7 +2,7 @@
 #   make bench    install what is missing, build Release, run every step's benchmark beside the
 #                 peers, print the side-by-side tables, write docs/results/ (CSV, JSON, plots)
 #   make test     build and run every test: ASan+UBSan, TSan, valgrind memcheck, Release (drop-in
-#                 and preload tests), and every step configured on its own
+#                 and preload tests), the fuzz targets (clang), every step configured on its own
 # More:
 #   make bench STEP=step05-tls-global     one step (its rows in docs/results/results.csv replaced)
 #   make bench STEP=... FILTER=shuffle64  only the entries whose name matches the regex
