@@ -5,10 +5,8 @@
 // costs when the memory is used again (page faults).
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "tierpool_bench/harness.h"
@@ -30,27 +28,9 @@ struct LargeWorkload {
   static RunResult Run(Alloc& alloc, int threads, const RunOptions& options) {
     const int rounds = options.rounds > 0 ? options.rounds : (options.smoke ? 2 : 20);
     const std::size_t count = options.smoke ? 8 : 64;
-    struct Plan {
-      std::vector<std::size_t> sizes;
-      std::vector<std::uint32_t> free_order;
-      std::vector<void*> blocks;
-    };
-    std::vector<Plan> plans(threads);
-    for (int t = 0; t < threads; ++t) {
-      std::mt19937 rng(4242u + unsigned(t));
-      std::uniform_int_distribution<std::size_t> size(kMinSize, kMaxSize);
-      Plan& plan = plans[t];
-      plan.sizes.resize(count);
-      for (auto& s : plan.sizes)
-        s = size(rng);
-      plan.free_order.resize(count);
-      for (std::uint32_t i = 0; i < count; ++i)
-        plan.free_order[i] = i;
-      std::shuffle(plan.free_order.begin(), plan.free_order.end(), rng);
-      plan.blocks.resize(count);
-    }
+    std::vector<SizedPlan> plans = MakeSizedPlans(threads, count, 4242u, kMinSize, kMaxSize);
     const std::uint64_t wall = RunOnThreads(threads, [&](int t) {
-      Plan& plan = plans[t];
+      SizedPlan& plan = plans[t];
       for (int r = 0; r < rounds; ++r) {
         for (std::size_t i = 0; i < count; ++i) {
           auto* block = static_cast<char*>(alloc.Allocate(plan.sizes[i]));

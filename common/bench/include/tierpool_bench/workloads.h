@@ -102,6 +102,34 @@ struct Mt512Workload {
   }
 };
 
+// What one thread of a random-size workload does in every round, drawn before the clock starts
+// from a fixed seed per thread: the sizes it allocates, the order it frees them in, and room
+// for the blocks.
+struct SizedPlan {
+  std::vector<std::size_t> sizes;
+  std::vector<std::uint32_t> free_order;
+  std::vector<void*> blocks;
+};
+
+inline std::vector<SizedPlan> MakeSizedPlans(int threads, std::size_t count, unsigned seed,
+                                             std::size_t min_size, std::size_t max_size) {
+  std::vector<SizedPlan> plans(threads);
+  for (int t = 0; t < threads; ++t) {
+    std::mt19937 rng(seed + unsigned(t));
+    std::uniform_int_distribution<std::size_t> size(min_size, max_size);
+    SizedPlan& plan = plans[t];
+    plan.sizes.resize(count);
+    for (auto& s : plan.sizes)
+      s = size(rng);
+    plan.free_order.resize(count);
+    for (std::uint32_t i = 0; i < count; ++i)
+      plan.free_order[i] = i;
+    std::shuffle(plan.free_order.begin(), plan.free_order.end(), rng);
+    plan.blocks.resize(count);
+  }
+  return plans;
+}
+
 // W4 "sizes" (article 003): each thread, 200 rounds x (allocate 10 000 blocks of random sizes
 // 8 B..2048 B, free them in random order). Sizes and order come from a fixed seed per thread and
 // are drawn before the clock starts, so the timed part is allocation, a store, and free.
@@ -114,27 +142,9 @@ struct SizesWorkload {
   static RunResult Run(Alloc& alloc, int threads, const RunOptions& options) {
     const int rounds = options.rounds > 0 ? options.rounds : (options.smoke ? 2 : 200);
     const std::size_t count = options.smoke ? 500 : 10000;
-    struct Plan {
-      std::vector<std::size_t> sizes;
-      std::vector<std::uint32_t> free_order;
-      std::vector<void*> blocks;
-    };
-    std::vector<Plan> plans(threads);
-    for (int t = 0; t < threads; ++t) {
-      std::mt19937 rng(2024u + unsigned(t));
-      std::uniform_int_distribution<std::size_t> size(kMinSize, kMaxSize);
-      Plan& plan = plans[t];
-      plan.sizes.resize(count);
-      for (auto& s : plan.sizes)
-        s = size(rng);
-      plan.free_order.resize(count);
-      for (std::uint32_t i = 0; i < count; ++i)
-        plan.free_order[i] = i;
-      std::shuffle(plan.free_order.begin(), plan.free_order.end(), rng);
-      plan.blocks.resize(count);
-    }
+    std::vector<SizedPlan> plans = MakeSizedPlans(threads, count, 2024u, kMinSize, kMaxSize);
     const std::uint64_t wall = RunOnThreads(threads, [&](int t) {
-      Plan& plan = plans[t];
+      SizedPlan& plan = plans[t];
       for (int r = 0; r < rounds; ++r) {
         for (std::size_t i = 0; i < count; ++i) {
           plan.blocks[i] = alloc.Allocate(plan.sizes[i]);
