@@ -309,8 +309,8 @@ def write_index(rows, instr, plots):
              "allocators and every peer in one run, so ratios compare numbers taken minutes "
              "apart, not days. `ns per pair` is the wall time of all threads divided by all "
              "alloc+free pairs (median of the repetitions); peak RSS is the benchmark process's "
-             "high-water mark (VmHWM, read by the process itself), its own few MiB included: "
-             "the `baseline` row shows that floor plus the workload's arrays. See "
+             "high-water mark (VmHWM, read by the process itself), its own few MiB included; "
+             "the `baseline` row never reuses memory within a round, so its RSS is no floor. See "
              "[../benchmarking.md](../benchmarking.md).\n",
              "![headline](headline.png)\n", "<!-- results headline -->\n<!-- /results -->\n"]
     for workload in sorted(by_workload(rows)):
