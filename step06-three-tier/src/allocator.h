@@ -90,19 +90,22 @@ TIERPOOL_ALWAYS_INLINE void* HandOut(void* ptr, std::size_t cl) {
   return ptr;
 }
 
+// Takes `ptr`, the head of the thread's list of class `cl`, off that list.
+TIERPOOL_ALWAYS_INLINE void* PopHead(ThreadCache* tc, std::size_t cl, void* ptr) {
+  // The second moves up; the head's link names the new second, which is handed out two
+  // allocations from now: ask for its line now, so its own link is there when it is read.
+  void* third = LoadNextOfClass(ptr, page_map, static_cast<std::uint32_t>(cl));
+  tc->set_head(cl, tc->second(cl));
+  tc->set_second(cl, third);
+  __builtin_prefetch(third);
+  tc->set_room(cl, tc->room(cl) + 1);
+  tc->set_budget_left(tc->budget_left() + tc->object_size(cl));
+  return HandOut(ptr, cl);
+}
+
 TIERPOOL_ALWAYS_INLINE void* AllocateClass(ThreadCache* tc, std::size_t cl) {
   void* ptr = tc->head(cl);
-  if (TIERPOOL_LIKELY(ptr != nullptr)) {
-    // The second moves up; the head's link names the new second, which is handed out two
-    // allocations from now: ask for its line now, so its own link is there when it is read.
-    void* third = LoadNextOfClass(ptr, page_map, static_cast<std::uint32_t>(cl));
-    tc->set_head(cl, tc->second(cl));
-    tc->set_second(cl, third);
-    __builtin_prefetch(third);
-    tc->set_room(cl, tc->room(cl) + 1);
-    tc->set_budget_left(tc->budget_left() + tc->object_size(cl));
-    return HandOut(ptr, cl);
-  }
+  if (TIERPOOL_LIKELY(ptr != nullptr)) return PopHead(tc, cl, ptr);
   return AllocateRefill(tc, cl);
 }
 
@@ -110,6 +113,19 @@ TIERPOOL_ALWAYS_INLINE void* Allocate(std::size_t size) {
   ThreadCache* tc = tls_cache;
   if (TIERPOOL_LIKELY(size <= kMaxSmallSize)) return AllocateClass(tc, SizeToClass(size));
   return AllocateSlow(size);
+}
+
+// The fast path alone: a block from the thread's cache, or nullptr where Allocate would take a
+// slow path (an empty list, a large size). Never fails for lack of memory, so a caller whose own
+// slow path does more than the allocator's (operator new's new-handler loop) keeps that out of
+// line, and its fast path stays a leaf function with no stack frame.
+TIERPOOL_ALWAYS_INLINE void* TryAllocateCached(std::size_t size) {
+  if (TIERPOOL_UNLIKELY(size > kMaxSmallSize)) return nullptr;
+  ThreadCache* tc = tls_cache;
+  const std::size_t cl = SizeToClass(size);
+  void* ptr = tc->head(cl);
+  if (TIERPOOL_UNLIKELY(ptr == nullptr)) return nullptr;
+  return PopHead(tc, cl, ptr);
 }
 
 // A block of class `cl`, already checked and marked free, goes on the thread's list. The room

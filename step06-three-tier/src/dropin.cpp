@@ -25,6 +25,11 @@ void* RetryNew(std::size_t request, std::size_t alignment, bool nothrow) {
   }
 }
 
+void* NewSlow(std::size_t request, bool nothrow) {
+  if (void* block = impl::Allocate(request)) return block;
+  return RetryNew(request, 0, nothrow);
+}
+
 void ThrowBadAlloc() {
   throw std::bad_alloc();
 }
