@@ -49,7 +49,7 @@ const bool registered = [] {
   RegisterPeers<RationalWorkload>({1});
 
   RegisterThreads<SizesWorkload, TierpoolAllocator>(kName, {1, 2, 16});
-  Register<SizesWorkload, TierpoolUnsizedAllocator>(kUnsized, 2);
+  RegisterThreads<SizesWorkload, TierpoolUnsizedAllocator>(kUnsized, {1, 2});
   RegisterPeers<SizesWorkload>({1, 2, 16});
 
   Register<Mt512Workload, TierpoolAllocator>(kName, 4);
@@ -59,6 +59,7 @@ const bool registered = [] {
   RegisterPeers<Shuffle64Workload>({1, 2, 4, 8, 16}, kMallocPeers);
 
   Register<XthreadWorkload, TierpoolAllocator>(kName, 2);
+  Register<XthreadWorkload, TierpoolUnsizedAllocator>(kUnsized, 2);
   RegisterPeers<XthreadWorkload>({2});
 
   RegisterThreads<LargeWorkload, TierpoolAllocator>(kName, {1, 4});
