@@ -13,6 +13,8 @@ Writes, for the steps it ran (rows of other steps are kept):
   docs/results/results.csv        workload,allocator,threads,ns_per_pair,ratio_vs_glibc,peak_rss_kb
   docs/results/raw/<step>.json    the Google Benchmark JSON of every run
   docs/results/instructions.csv   (--instructions) callgrind instructions per pair
+  docs/results/durations.csv      how long each step took: processes and seconds of timings,
+                                  callgrind runs and seconds (unfiltered runs only)
 and prints one side-by-side table per workload.
 """
 import argparse
@@ -34,6 +36,8 @@ RESULTS_CSV = RESULTS / "results.csv"
 INSTRUCTIONS_CSV = RESULTS / "instructions.csv"
 CSV_FIELDS = ["workload", "allocator", "threads", "ns_per_pair", "ratio_vs_glibc", "peak_rss_kb"]
 INSTR_FIELDS = ["workload", "allocator", "instructions_per_pair", "allocator_only_per_pair"]
+DURATIONS_CSV = RESULTS / "durations.csv"
+DURATION_FIELDS = ["step", "processes", "timing_s", "callgrind_runs", "callgrind_s"]
 
 # The malloc libraries measured by preloading them: row name -> shared object (Debian's names).
 PRELOAD_PEERS = {
@@ -207,7 +211,7 @@ def measure_step(build_dir, step, args, notes):
         r["ratio_vs_glibc"] = f"{float(r['ns_per_pair']) / base:.3f}" if base else ""
     (RESULTS / "raw").mkdir(parents=True, exist_ok=True)
     (RESULTS / "raw" / f"{step}.json").write_text(json.dumps(raw, indent=1))
-    return rows
+    return rows, len(plan)
 
 
 def callgrind_instructions(binary, name, rounds, preload):
@@ -227,10 +231,11 @@ def callgrind_instructions(binary, name, rounds, preload):
 
 
 def count_step(build_dir, step, args, notes):
-    """Instructions per pair: two run lengths, the difference divided by the extra pairs."""
+    """Instructions per pair: two run lengths, the difference divided by the extra pairs.
+    Returns the rows and how many callgrind runs they took."""
     binary = build_dir / "bench" / step
     libs = malloc_libraries(build_dir, notes)
-    rows = []
+    rows, runs = [], 0
     for name in list_entries(binary):
         workload, allocator, threads = parse_name(name)
         if workload not in INSTRUCTION_RUNS or threads != 1:
@@ -240,6 +245,7 @@ def count_step(build_dir, step, args, notes):
         short, long_ = INSTRUCTION_RUNS[workload]
         variants = libs if allocator == "malloc" else [(allocator, None)]
         for row, preload in variants:
+            runs += 2
             try:
                 i1, p1 = callgrind_instructions(binary, name, short, preload)
                 i2, p2 = callgrind_instructions(binary, name, long_, preload)
@@ -258,7 +264,18 @@ def count_step(build_dir, step, args, notes):
         if r["workload"] in base:
             r["allocator_only_per_pair"] = (
                 f"{float(r['instructions_per_pair']) - base[r['workload']]:.1f}")
-    return rows
+    return rows, runs
+
+
+def record_durations(durations, full_run):
+    """Writes docs/results/durations.csv: a full run anew, otherwise only the steps it timed.
+    `durations` maps a step to the fields it measured (timing, callgrind or both)."""
+    if not durations:
+        return
+    old = {} if full_run else {r["step"]: r for r in load_csv(DURATIONS_CSV, DURATION_FIELDS)}
+    for step, fields in durations.items():
+        old.setdefault(step, {"step": step}).update(fields)
+    write_csv(DURATIONS_CSV, DURATION_FIELDS, [old[s] for s in sorted(old)])
 
 
 PACKAGES = ["libc6", "libjemalloc2", "libtcmalloc-minimal4", "libmimalloc2.0", "libtbbmalloc2",
@@ -300,6 +317,8 @@ def main():
     steps = args.steps or sorted(p.name for p in ROOT.glob("step0*") if p.is_dir())
     steps = [Path(s).name for s in steps]
     notes = []
+    # How long each step takes (docs/README.md quotes it); a filtered run says nothing about that.
+    durations = {}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "machine.json").write_text(json.dumps(describe_machine(build_dir), indent=1) + "\n")
     if not args.no_timing:
@@ -309,7 +328,11 @@ def main():
         all_rows = [] if full_run else load_csv(RESULTS_CSV, CSV_FIELDS)
         for step in steps:
             print(f"== {step}", flush=True)
-            rows = measure_step(build_dir, step, args, notes)
+            started = time.monotonic()
+            rows, processes = measure_step(build_dir, step, args, notes)
+            if not args.filter:
+                durations[step] = {"processes": processes,
+                                   "timing_s": f"{time.monotonic() - started:.0f}"}
             # A full run replaces its workloads' rows; a filtered one only the rows it measured.
             if args.filter:
                 ran = {(r["workload"], r["allocator"], str(r["threads"])) for r in rows}
@@ -329,12 +352,18 @@ def main():
             full_run = not args.steps and not args.filter
             all_rows = [] if full_run else load_csv(INSTRUCTIONS_CSV, INSTR_FIELDS)
             for step in steps:
-                rows = count_step(build_dir, step, args, notes)
+                started = time.monotonic()
+                rows, runs = count_step(build_dir, step, args, notes)
+                if not args.filter:
+                    durations.setdefault(step, {}).update(
+                        {"callgrind_runs": runs, "callgrind_s": f"{time.monotonic() - started:.0f}"})
                 ran = {(r["workload"], r["allocator"]) for r in rows}
                 all_rows = [r for r in all_rows if (r["workload"], r["allocator"]) not in ran]
                 all_rows += rows
                 write_csv(INSTRUCTIONS_CSV, INSTR_FIELDS,
                           sorted(all_rows, key=lambda r: (r["workload"], r["allocator"])))
+    record_durations(durations, full_run=not args.steps and not args.filter
+                     and not args.no_timing and args.instructions)
     for n in dict.fromkeys(notes):
         print(f"note: {n}")
     print(f"\nwrote {RESULTS_CSV.relative_to(ROOT)}")

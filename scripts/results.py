@@ -9,6 +9,8 @@ A generated block is what a chapter quotes; it looks like
     <!-- results table=step05/shuffle64 threads=1,16 only=step05-objectpool,glibc,mimalloc -->
     <!-- results instructions=step01/rational -->
     <!-- results headline -->
+    <!-- results durations -->                   (how long each step's benchmark took; links
+                                                  written for a page in docs/)
     ...generated, never edited by hand...
     <!-- /results -->
 
@@ -160,6 +162,8 @@ def render(spec, rows, instr):
         return instruction_table(instr, fields["instructions"])
     if "machine" in fields or spec.strip() == "machine":
         return machine_text()
+    if spec.strip() == "durations":
+        return durations_table()
     raise SystemExit(f"unknown results block: {spec}")
 
 
@@ -171,6 +175,31 @@ def machine_text():
     pk = ", ".join(f"{k} {v}" for k, v in m["packages"].items())
     return (f"Measured on {m['cpu']}, {m['cores']} cores, Linux {m['kernel']}, {m['compiler']}, "
             f"build `{m['build']}`, {m['date']}. Packages: {pk}.\n")
+
+
+def fmt_seconds(seconds):
+    seconds = round(seconds)
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60} s"
+
+
+def durations_table():
+    """How long `make bench` spent on each step (scripts/bench.py times its own work)."""
+    rows = read_csv(RESULTS / "durations.csv")
+    if not rows:
+        return "*No durations recorded yet: run `make bench`.*\n"
+    out = ["| step | processes | timing | callgrind runs | callgrind counts | together |",
+           "|---|---:|---:|---:|---:|---:|"]
+    total_timing = total_callgrind = 0
+    for r in rows:
+        timing, callgrind = float(r["timing_s"] or 0), float(r["callgrind_s"] or 0)
+        total_timing += timing
+        total_callgrind += callgrind
+        out.append(f"| [{r['step']}](../{r['step']}/README.md) | {r['processes'] or '–'} | "
+                   f"{fmt_seconds(timing)} | {r['callgrind_runs'] or '–'} | "
+                   f"{fmt_seconds(callgrind)} | {fmt_seconds(timing + callgrind)} |")
+    return ("\n".join(out) + f"\n\nAll steps: {fmt_seconds(total_timing)} of timings and "
+            f"{fmt_seconds(total_callgrind)} of callgrind counts, "
+            f"{fmt_seconds(total_timing + total_callgrind)} together.\n")
 
 
 INLINE = re.compile(r"(<!--v (?P<spec>[^>]*?)-->)(?P<body>[^<]*)(<!--/v-->)")
