@@ -12,10 +12,14 @@ workloads call free(), which has no size, so theirs is `step06-tierpool-unsized`
 benchmark has that row, else `step06-tierpool`. It prints, per pair, the median over the rounds,
 the range of the rounds, and preload over linked.
 
-Where the two ranges overlap, one run cannot tell the rows apart; where they do not, the
-difference is the path (malloc's rounding to 16 bytes, a call through the PLT), not the machine. Writes nothing: `make bench` owns docs/results/.
+Where the two ranges overlap, one run cannot tell the rows apart; where they do not, something
+other than the machine's noise differs: the path (malloc's rounding to 16 bytes, a call through
+the PLT), or the process around it (under LD_PRELOAD the benchmark's own arrays come from tierpool
+too). --harness-on-tierpool tells the two apart: it preloads libtierpool.so under the linked row
+as well, so that only the measured calls differ between the rows. Writes nothing: `make bench`
+owns docs/results/.
 
-    python3 scripts/preload_vs_linked.py [--rounds 5] [--filter REGEX]
+    python3 scripts/preload_vs_linked.py [--rounds 5] [--filter REGEX] [--harness-on-tierpool]
 """
 import argparse
 import re
@@ -39,7 +43,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repetitions", type=int, default=3)
     ap.add_argument("--min-time", type=float, default=0.2)
-    ap.add_argument("--filter", help="regex on workload/T, e.g. 'sizes|xthread'")
+    ap.add_argument("--filter", help="regex on workload/T, e.g. 'sizes/1|xthread'")
+    ap.add_argument("--harness-on-tierpool", action="store_true",
+                    help="preload libtierpool.so under the linked row too")
     args = ap.parse_args()
 
     build = Path(args.build)
@@ -67,12 +73,14 @@ def main():
         times = {"linked": [], "preload": []}
         for r in range(args.rounds):
             # Alternate which goes first, so a drift in the machine's load favours neither.
-            order = [("linked", linked_name, None), ("preload", preload_name, str(library))]
+            linked_preload = str(library) if args.harness_on_tierpool else None
+            order = [("linked", linked_name, linked_preload),
+                     ("preload", preload_name, str(library))]
             for label, name, preload in order if r % 2 == 0 else reversed(order):
                 ns, _, _, provider = bench.run_entry(binary, name, args.repetitions,
                                                      args.min_time, preload)
-                if preload:
-                    bench.check_provider("tierpool-preload", preload, provider)
+                if preload:  # the library really served malloc, in either row
+                    bench.check_provider(label, preload, provider)
                 times[label].append(ns)
         linked, preload = times["linked"], times["preload"]
         results.append((f"{workload} T={threads}", bench.parse_name(linked_name)[1], linked,

@@ -175,7 +175,8 @@ void* RetryNew(std::size_t request, std::size_t alignment, bool nothrow);
 // Everything operator new does past the thread's cache: the allocator's slow path, then
 // RetryNew if that fails. Out of line, so that the fast path below needs nothing kept across a
 // call: written as one function, the size must survive the call to the allocator's slow path for
-// RetryNew, and every call then pays for a stack frame (6 instructions, a quarter of the path).
+// RetryNew, and every call then pays for a stack frame: 7 instructions more than the 22 of the
+// path (callgrind, W1 preloaded).
 void* NewSlow(std::size_t request, bool nothrow);
 
 inline void* OperatorNew(std::size_t size) {

@@ -30,6 +30,7 @@
 
 #if DROPIN_MODE_RULES
 #include "dropin.h"
+#include "os.h"
 #endif
 
 namespace {
@@ -756,6 +757,32 @@ TEST(DropinNew, NothrowFormsReturnNullptr) {
   EXPECT_EQ(handler_calls, 1);
   std::set_new_handler(nullptr);
 }
+
+#if DROPIN_MODE_RULES
+// A request the thread's cache cannot serve leaves operator new's inline path for NewSlow. When
+// the OS then refuses memory for an ordinary small size (not an impossible one), the same rules
+// hold: the new-handler runs until it gives up, then bad_alloc (nullptr for nothrow), and once
+// memory is back the same sizes are served again. The mmap hook makes the OS refuse.
+TEST(DropinNew, SmallRequestsOutOfMemoryRunTheNewHandlerThenRecover) {
+  constexpr size_t kBlock = 64 * 1024;  // a size class; untouched blocks cost address space only
+  std::vector<void*> kept;
+  tierpool::internal::SetMapFailureAfter(0);
+  // Use up the thread's cache, the central lists and the mapped free spans of this class.
+  while (void* p = ours_new.nothrow(kBlock, std::nothrow)) {
+    kept.push_back(p);
+    ASSERT_LT(kept.size(), size_t{1} << 20) << "the mmap hook never made the allocator fail";
+  }
+  EXPECT_EQ(CallsBeforeBadAlloc([&] { return ours_new.plain(kBlock); }), 3);
+  EXPECT_EQ(CallsBeforeBadAlloc([&] { return ours_new.array(kBlock); }), 3);
+  EXPECT_EQ(ours_new.array_nothrow(kBlock, std::nothrow), nullptr);
+  tierpool::internal::SetMapFailureAfter(-1);
+  void* again = ours_new.plain(kBlock);
+  EXPECT_NE(again, nullptr);
+  ours_new.del(again);
+  for (void* p : kept)
+    ours_new.del(p);
+}
+#endif
 
 TEST(DropinNew, AlignmentThatIsNoPowerOfTwoFailsLikeLibstdcxx) {
   EXPECT_THROW(ours_new.aligned(64, std::align_val_t{48}), std::bad_alloc);
