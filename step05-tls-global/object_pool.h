@@ -63,8 +63,12 @@ struct DefaultPoolTraits {
   // Blocks per BlockChunk: one mmap. 512 x 32 slots of 64 B = 1 MiB.
   static constexpr std::size_t kBlockChunkSize = 32;
   // Length of a full free list, the unit exchanged with a GlobalPool: one lock per this many
-  // frees (or allocations). A thread caches at most about twice this many free objects.
+  // frees (or allocations). A thread caches at most about twice this many free objects in its
+  // lists, plus kRecentSize in its array.
   static constexpr std::size_t kFreeSlotsSize = 256;
+  // Freed objects a LocalPool keeps in a plain array before they go into its free list, half
+  // at a time (at least 2). See MoveRecentToList().
+  static constexpr std::size_t kRecentSize = 128;
   // GlobalPools, assigned to threads round-robin: fewer threads per lock, more memory spread.
   static constexpr std::size_t kGlobalPoolNum = 4;
   // Double-free / foreign-pointer detection and the freed-memory fill pattern (see Free()).
@@ -159,8 +163,10 @@ class ObjectPool {
   static constexpr std::size_t kBlockChunkSize = Traits::kBlockChunkSize;
   static constexpr std::size_t kFreeSlotsSize = Traits::kFreeSlotsSize;
   static constexpr std::size_t kGlobalPoolNum = Traits::kGlobalPoolNum;
+  static constexpr std::size_t kRecentSize = Traits::kRecentSize;
   static constexpr bool kHardened = Traits::kHardened;
   static_assert(kBlockSize > 0 && kBlockChunkSize > 0 && kFreeSlotsSize > 1 && kGlobalPoolNum > 0);
+  static_assert(kRecentSize >= 2);
 
   // --- The data structures of article 000 ------------------------------------------------
 
@@ -192,52 +198,47 @@ class ObjectPool {
   };
   static constexpr std::size_t kChunkBytes = sizeof(BlockChunk);
 
-  // A free list: head and length. Beyond the article, the list is *unrolled*: every node is a
-  // free slot that links to the next node (links_[0]) and to the one after it (links_[1]), and
-  // holds the addresses of up to kItemsPerNode other free slots in the rest of its bytes; every
-  // node but the head is full. A 64-byte slot thus carries seven free objects. Why: a plain list
-  // of objects freed in random order is a random pointer chase, one cache miss per Allocate that
-  // nothing can overlap (the address of the next object is in the one being loaded). Here
-  // Allocate reads the head node, a line that stays hot for several calls, hands objects out
-  // without touching them, and Free writes into the same hot line. The two links let a node,
-  // when it is first used, prefetch the next two: a new line is needed once per node, and it was
-  // asked for two nodes earlier. The head pointer and length are all a list exchange needs, so
-  // lists still move between pools in O(1).
-  static constexpr std::size_t kNodeLinks = kPerNode >= 3 ? 2 : 1;  // 8-byte slots: one link
-  static constexpr std::size_t kItemsPerNode = kPerNode - kNodeLinks;
+  // A free list: heads and length. Beyond the article, the list is *unrolled* and *interleaved*.
+  // Unrolled: every node is a free slot that holds, besides its link, the addresses of up to
+  // kItemsPerNode other free slots; every node but the top one is full. A 64-byte slot thus
+  // carries eight free objects, and Allocate hands the seven items out without touching them.
+  // Interleaved: the nodes are dealt round-robin onto kChains chains, and a node links to the
+  // next node of its own chain, the one kChains nodes further down. Why: a plain list of objects
+  // freed in random order is a random pointer chase, one cache miss per Allocate that nothing can
+  // overlap (the next address is inside the line being loaded). With kChains chains, the node
+  // needed kChains nodes from now is known as soon as the current one is, so Pop asks for it
+  // (a prefetch) 8 x kChains allocations ahead, and also for the items of the node after next.
+  // heads_ and length_ are all a list exchange needs, so lists still move between pools in O(1).
+  static constexpr std::size_t kItemsPerNode = kPerNode - 1;         // links_[1..kPerNode)
   static constexpr std::size_t kObjectsPerNode = kItemsPerNode + 1;  // the node itself too
+  static constexpr std::size_t kChains = 8;
+  // How many nodes ahead Pop prefetches the items of (the node itself came kChains ahead).
+  static constexpr std::size_t kItemsAhead = 2;
 
   struct FreeSlots {
-    Slot* head_ = nullptr;
+    Slot* heads_[kChains] = {};  // the top node of each chain
     std::size_t length_ = 0;
 
-    // How many item addresses the head node holds.
-    std::size_t HeadItems() const { return (length_ - 1) % kObjectsPerNode; }
+    bool empty() const { return length_ == 0; }
+
+    // The nodes are numbered from the bottom of the list; node n is on chain n % kChains.
+    static std::size_t ChainOf(std::size_t node) { return node % kChains; }
 
     // Every address written into a free slot goes through pool.EncodeLink(), and every one read
     // back through pool.FollowLink() (hardened mode: encoded and checked; otherwise plain).
     void Push(Slot* slot, const ObjectPool& pool) noexcept {
       const std::size_t used = length_ % kObjectsPerNode;
-      if (used == 0) {  // empty list or full head: the freed slot becomes the new head node
-        tools::OpenSlot(slot, kNodeLinks * sizeof(Slot*));
-        slot->links_[0] = pool.EncodeLink(head_);
-        if constexpr (kNodeLinks == 2) {
-          // The old head's first link, copied as stored: an encoded link means the same wherever
-          // it is kept.
-          Slot* after = pool.EncodeLink(nullptr);
-          if (head_ != nullptr) {
-            tools::OpenSlot(head_, sizeof(Slot*));
-            after = head_->links_[0];
-            tools::CloseSlot(head_, kSlotSize);
-          }
-          slot->links_[1] = after;
-        }
+      if (used == 0) {  // empty list or full top node: the freed slot becomes the new top node
+        Slot*& head = heads_[ChainOf(length_ / kObjectsPerNode)];
+        tools::OpenSlot(slot, sizeof(Slot*));
+        slot->links_[0] = pool.EncodeLink(head);
         tools::CloseSlot(slot, kSlotSize);
-        head_ = slot;
+        head = slot;
       } else {
-        tools::OpenSlot(head_, kSlotSize);
-        head_->links_[kNodeLinks - 1 + used] = pool.EncodeLink(slot);
-        tools::CloseSlot(head_, kSlotSize);
+        Slot* top = heads_[ChainOf((length_ - 1) / kObjectsPerNode)];
+        tools::OpenSlot(top, kSlotSize);
+        top->links_[used] = pool.EncodeLink(slot);
+        tools::CloseSlot(top, kSlotSize);
         // An item slot holds nothing of the list, but it is free all the same: closed, so a
         // use after free of it is reported like one of a node.
         tools::CloseSlot(slot, kSlotSize);
@@ -245,25 +246,60 @@ class ObjectPool {
       ++length_;
     }
 
+    // Push() of slots[0..count), in that order: items go into the top node in one run.
+    void PushRange(Slot* const* slots, std::size_t count, const ObjectPool& pool) noexcept {
+      for (std::size_t i = 0; i < count;) {
+        const std::size_t used = length_ % kObjectsPerNode;
+        if (used == 0) {
+          Push(slots[i++], pool);
+          continue;
+        }
+        Slot* top = heads_[ChainOf((length_ - 1) / kObjectsPerNode)];
+        const std::size_t run = std::min(count - i, kObjectsPerNode - used);
+        tools::OpenSlot(top, kSlotSize);
+        for (std::size_t k = 0; k < run; ++k) {
+          top->links_[used + k] = pool.EncodeLink(slots[i + k]);
+          tools::CloseSlot(slots[i + k], kSlotSize);
+        }
+        tools::CloseSlot(top, kSlotSize);
+        length_ += run;
+        i += run;
+      }
+    }
+
     // Pops one slot, left closed (poisoned); second: whether it was a node (its bytes hold links).
     std::pair<Slot*, bool> Pop(const ObjectPool& pool) noexcept {
-      Slot* head = head_;
-      const std::size_t items = HeadItems();
-      tools::OpenSlot(head, kSlotSize);
       --length_;
-      if (items == kItemsPerNode) {  // first use of a full node: ask for the next two
-        // Unchecked: a prefetch of a bad address does nothing; the link is checked when followed.
-        __builtin_prefetch(pool.DecodeLink(head->links_[0]), 1);
-        if constexpr (kNodeLinks == 2) __builtin_prefetch(pool.DecodeLink(head->links_[1]), 1);
+      const std::size_t node = length_ / kObjectsPerNode;
+      const std::size_t items = length_ % kObjectsPerNode;
+      Slot*& head = heads_[ChainOf(node)];
+      Slot* top = head;
+      tools::OpenSlot(top, kSlotSize);
+      if (items == kItemsPerNode && node >= kItemsAhead) {
+        // First use of a full node: the caller will write to the objects it is handed, so ask
+        // for the items of the node kItemsAhead down now (that node was prefetched long ago).
+        // Unchecked: a prefetch of a bad address does nothing; links are checked when followed.
+        Slot* ahead = heads_[ChainOf(node - kItemsAhead)];
+        tools::OpenSlot(ahead, kSlotSize);
+        for (std::size_t i = 1; i <= kItemsPerNode; ++i)
+          __builtin_prefetch(pool.DecodeLink(ahead->links_[i]), 1);
+        tools::CloseSlot(ahead, kSlotSize);
       }
       if (items > 0) {
-        Slot* slot = pool.FollowLink(head, head->links_[kNodeLinks - 1 + items]);
-        tools::CloseSlot(head, kSlotSize);
+        Slot* slot = pool.FollowLink(top, top->links_[items]);
+        tools::CloseSlot(top, kSlotSize);
         return {slot, false};
       }
-      head_ = pool.FollowLink(head, head->links_[0]);
-      tools::CloseSlot(head, kSlotSize);
-      return {head, true};
+      head = pool.FollowLink(top, top->links_[0]);
+      __builtin_prefetch(head, 1);  // needed kChains nodes from now
+      tools::CloseSlot(top, kSlotSize);
+      return {top, true};
+    }
+
+    // A list that comes from elsewhere (a GlobalPool, the spare): its top nodes are cold.
+    void PrefetchHeads() const noexcept {
+      for (Slot* head : heads_)
+        __builtin_prefetch(head, 1);
     }
   };
 
@@ -300,7 +336,7 @@ class ObjectPool {
       if (!lists.empty()) {
         out = lists.back();
         lists.pop_back();
-      } else if (freeslots_manager_.partial_.head_ != nullptr) {
+      } else if (freeslots_manager_.partial_.length_ != 0) {
         out = freeslots_manager_.partial_;
         freeslots_manager_.partial_ = {};
       } else {
@@ -388,7 +424,7 @@ class ObjectPool {
 
     std::size_t ListCount() noexcept {
       std::lock_guard<step04::SpinLock> lock(freeslots_lock_);
-      return freeslots_manager_.freeslots_.size() + (freeslots_manager_.partial_.head_ ? 1 : 0);
+      return freeslots_manager_.freeslots_.size() + (freeslots_manager_.partial_.length_ ? 1 : 0);
     }
 
     // Every chunk goes back to the OS, whether or not its objects were freed.
@@ -433,7 +469,7 @@ class ObjectPool {
 
     void PublishCount() noexcept {
       lists_available_.store(
-          freeslots_manager_.freeslots_.size() + (freeslots_manager_.partial_.head_ ? 1 : 0),
+          freeslots_manager_.freeslots_.size() + (freeslots_manager_.partial_.length_ ? 1 : 0),
           std::memory_order_relaxed);
     }
 
@@ -462,7 +498,10 @@ class ObjectPool {
     GlobalPool* const global_pool_;
     FreeSlots freeslots_;  // hands out and takes back, LIFO: the last freed is the next given
     FreeSlots spare_;      // beyond the article: one full list kept back (see RetireFullList)
-    BlockRest block_;      // the article's block_/idx_: what is left to carve
+    // Beyond the article: the objects freed last, the first handed out (see MoveRecentToList).
+    std::size_t recent_count_ = 0;
+    Slot* recent_[kRecentSize];
+    BlockRest block_;  // the article's block_/idx_: what is left to carve
   };
 
   // The fast path's way to its LocalPool: one thread_local per pool type, plain data so that
@@ -508,6 +547,9 @@ class ObjectPool {
   void* Allocate() noexcept {
     LocalPool* local = Local();
     if (STEP05_LIKELY(local != nullptr)) {
+      if (STEP05_LIKELY(local->recent_count_ != 0)) {
+        return HandOutReused(local->recent_[--local->recent_count_], false);
+      }
       if (STEP05_LIKELY(local->freeslots_.length_ != 0)) return PopLocal(*local);
       return AllocateSlow(*local);
     }
@@ -521,8 +563,9 @@ class ObjectPool {
     TakeBack(slot);
     LocalPool* local = Local();
     if (STEP05_UNLIKELY(local == nullptr)) return FreeWithoutLocalPool(slot);
-    local->freeslots_.Push(slot, *this);
-    if (STEP05_UNLIKELY(local->freeslots_.length_ == kFreeSlotsSize)) RetireFullList(*local);
+    if (STEP05_UNLIKELY(local->recent_count_ == kRecentSize)) MoveRecentToList(*local);
+    tools::CloseSlot(slot, kSlotSize);
+    local->recent_[local->recent_count_++] = slot;
   }
 
   // Placement new with perfect forwarding. Throws std::bad_alloc when out of memory; if the
@@ -603,8 +646,9 @@ class ObjectPool {
   // The thread exits (or, with a temporary LocalPool, one call is done): give back the spare
   // list, the current list and the Block's rest. Caller holds RegistryMutex() or owns `local`.
   void Drain(LocalPool& local) noexcept {
+    PushRecent(local, local.recent_count_);
     GlobalPool& global = *local.global_pool_;
-    if (local.spare_.head_ != nullptr && global.PushFreeSlots(local.spare_)) local.spare_ = {};
+    if (local.spare_.length_ != 0 && global.PushFreeSlots(local.spare_)) local.spare_ = {};
     for (FreeSlots* list : {&local.spare_, &local.freeslots_}) {
       if (list->length_ == 0) continue;
       global.MergePartial(*list, *this);
@@ -626,9 +670,13 @@ class ObjectPool {
     if (local.spare_.length_ != 0) {
       local.freeslots_ = local.spare_;
       local.spare_ = {};
+      local.freeslots_.PrefetchHeads();
       return PopLocal(local);
     }
-    if (FetchFreeSlots(local)) return PopLocal(local);
+    if (FetchFreeSlots(local)) {
+      local.freeslots_.PrefetchHeads();
+      return PopLocal(local);
+    }
     if (STEP05_LIKELY(local.block_.next_ != local.block_.end_)) return Carve(local);
     if (FetchBlock(local)) return Carve(local);
     return nullptr;
@@ -668,12 +716,44 @@ class ObjectPool {
     return slot;
   }
 
+  // The array of recent frees is full: its older half goes into the free list. Why an array in
+  // front of the list: a slot that becomes a node is written to, and it is a line the thread
+  // has not touched since it allocated it, often long ago. Written at Free, that is a cache miss
+  // that holds up every later store of the thread (stores leave the core in order). Here the
+  // slots that will become nodes at the next move are known one move ahead and prefetched now,
+  // so their lines have arrived when they are written, kRecentSize / 2 frees later.
+  __attribute__((noinline)) void MoveRecentToList(LocalPool& local) noexcept {
+    constexpr std::size_t kMove = kRecentSize / 2;
+    PushRecent(local, kMove);
+    // recent_[i] will be pushed at position length + i: a node where that is a multiple of
+    // kObjectsPerNode (a hint only: a list handed on in between changes the count).
+    const std::size_t used = local.freeslots_.length_ % kObjectsPerNode;
+    for (std::size_t i = used == 0 ? 0 : kObjectsPerNode - used; i < kMove; i += kObjectsPerNode)
+      __builtin_prefetch(local.recent_[i], 1);
+  }
+
+  // The oldest `count` recent frees go into the free list, in the order they were freed; each
+  // list that fills up is retired.
+  void PushRecent(LocalPool& local, std::size_t count) noexcept {
+    for (std::size_t i = 0; i < count;) {
+      const std::size_t length = local.freeslots_.length_;
+      // (Longer than full only when retiring failed for want of memory: one at a time then.)
+      const std::size_t room = length < kFreeSlotsSize ? kFreeSlotsSize - length : 1;
+      const std::size_t run = std::min(count - i, room);
+      local.freeslots_.PushRange(local.recent_ + i, run, *this);
+      i += run;
+      if (STEP05_UNLIKELY(local.freeslots_.length_ >= kFreeSlotsSize)) RetireFullList(local);
+    }
+    local.recent_count_ -= count;
+    std::memmove(local.recent_, local.recent_ + count, local.recent_count_ * sizeof(Slot*));
+  }
+
   // A full local list. The article parks it in the GlobalPool at once; then a thread whose
   // alloc/free pattern hovers around kFreeSlotsSize would take the global lock on every call.
   // Instead the first full list becomes the spare; only when a second fills does the older
   // one go to the GlobalPool (a two-magazine cache, as in Bonwick's slab allocator).
   __attribute__((noinline)) void RetireFullList(LocalPool& local) noexcept {
-    if (local.spare_.head_ == nullptr) {
+    if (local.spare_.length_ == 0) {
       local.spare_ = local.freeslots_;
       local.freeslots_ = {};
       return;

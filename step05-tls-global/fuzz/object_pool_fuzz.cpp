@@ -25,6 +25,7 @@ struct TinyTraits : step05::DefaultPoolTraits {
   static constexpr std::size_t kBlockSize = 8;
   static constexpr std::size_t kBlockChunkSize = 2;
   static constexpr std::size_t kFreeSlotsSize = 4;
+  static constexpr std::size_t kRecentSize = 2;
   static constexpr std::size_t kGlobalPoolNum = 3;
 };
 struct TinyHardenedTraits : TinyTraits {

@@ -36,6 +36,14 @@ struct Payload {
 
 using HardenedPool = step05::ObjectPool<Payload, Hardened>;
 
+// Two recent frees kept in the array, so that a test's third free already reaches the list.
+struct ShortArray : step05::DefaultPoolTraits {
+  static constexpr std::size_t kRecentSize = 2;
+};
+struct HardenedShortArray : ShortArray {
+  static constexpr bool kHardened = true;
+};
+
 // Under ASan every free slot is poisoned (node or item): ASan stops a stray write into it by
 // itself, before the hardened checks could see it.
 #if TIERPOOL_ASAN
@@ -75,7 +83,7 @@ TEST_F(HardenedDeathTest, AWriteAfterFreeIsCaughtWhenTheSlotIsReused) {
   HardenedPool pool;
   auto* a = static_cast<Payload*>(pool.Allocate());
   auto* b = static_cast<Payload*>(pool.Allocate());
-  pool.Free(a);  // a becomes the list's node, b one of its items
+  pool.Free(a);  // both wait in the array of recent frees, filled with the pattern
   pool.Free(b);
   EXPECT_DEATH(
       {
@@ -91,27 +99,31 @@ TEST_F(HardenedDeathTest, AWriteAfterFreeIsCaughtWhenTheSlotIsReused) {
 // object's) must not make the pool hand that address out: the hardened pool stores them encoded,
 // the forged word decodes to no slot of the pool, and the pool aborts naming the freed slot.
 TEST_F(HardenedDeathTest, AnOverwrittenFreeListAddressAbortsNamingTheSlot) {
-  HardenedPool pool;
+  // An array of two recent frees: the third and fourth frees move a, then b, into the list.
+  step05::ObjectPool<Payload, HardenedShortArray> pool;
   auto* live = static_cast<Payload*>(pool.Allocate());
-  auto* a = static_cast<Payload*>(pool.Allocate());
-  auto* b = static_cast<Payload*>(pool.Allocate());
-  pool.Free(a);  // a becomes the list's node: words[0] and [1] link on, words[2] holds b
-  pool.Free(b);
+  Payload* freed[4];
+  for (auto*& p : freed)
+    p = static_cast<Payload*>(pool.Allocate());
+  for (auto* p : freed)
+    pool.Free(p);
+  Payload* a = freed[0];  // the list's node: words[0] links on, words[1] holds b
   const char* expected = kAsanPoisonsFreedSlots
                              ? "use-after-poison"
                              : "step05-tls-global: free list corrupted: an address overwritten "
                                "in freed slot 0x[0-9a-f]+";
   EXPECT_DEATH(
       {
-        a->words[2] = reinterpret_cast<long>(live);  // b's address replaced
-        pool.Allocate();
+        a->words[1] = reinterpret_cast<long>(live);  // b's address replaced
+        for (int i = 0; i < 3; ++i)                  // d and c from the array, then "b"
+          pool.Allocate();
       },
       expected);
   EXPECT_DEATH(
       {
         a->words[0] = reinterpret_cast<long>(live);  // the link to the next node replaced
-        pool.Allocate();                             // b
-        pool.Allocate();                             // a itself: its link is followed
+        for (int i = 0; i < 4; ++i)                  // d, c, b, then a itself: its link is followed
+          pool.Allocate();
       },
       expected);
   pool.Free(live);
@@ -144,15 +156,18 @@ TEST_F(AsanDeathTest, UseAfterFreeInsideThePoolIsReported) {
   EXPECT_DEATH({ [[maybe_unused]] volatile long v = p->words[2]; }, "use-after-poison");
 }
 
-// The second object freed is not a node of the list, only an address kept in the first one:
-// it is poisoned all the same.
+// With an array of two recent frees, the first object freed becomes a node of the list and the
+// second is only an address kept in it: it is poisoned all the same, as are the two in the array.
 TEST_F(AsanDeathTest, UseAfterFreeOfAnItemSlotIsReported) {
-  step05::ObjectPool<Payload> pool;
-  auto* node = static_cast<Payload*>(pool.Allocate());
-  auto* item = static_cast<Payload*>(pool.Allocate());
-  pool.Free(node);
-  pool.Free(item);
-  EXPECT_DEATH({ item->words[0] = 1; }, "use-after-poison");
+  step05::ObjectPool<Payload, ShortArray> pool;
+  Payload* freed[4];
+  for (auto*& p : freed)
+    p = static_cast<Payload*>(pool.Allocate());
+  for (auto* p : freed)
+    pool.Free(p);
+  EXPECT_DEATH({ freed[0]->words[2] = 1; }, "use-after-poison");  // node, past its link
+  EXPECT_DEATH({ freed[1]->words[0] = 1; }, "use-after-poison");  // item
+  EXPECT_DEATH({ freed[3]->words[0] = 1; }, "use-after-poison");  // in the array
 }
 
 TEST_F(AsanDeathTest, MemoryNeverHandedOutIsPoisonedToo) {

@@ -30,6 +30,7 @@ struct TinyTraits : step05::DefaultPoolTraits {
   static constexpr std::size_t kBlockSize = 8;
   static constexpr std::size_t kBlockChunkSize = 2;
   static constexpr std::size_t kFreeSlotsSize = 4;
+  static constexpr std::size_t kRecentSize = 2;
   static constexpr std::size_t kGlobalPoolNum = 3;
 };
 
@@ -269,9 +270,11 @@ TEST(ObjectPool, AProducerConsumerPairStaysBoundedWhileBothRun) {
   });
   producer.join();
   consumer.join();
-  // In flight at most: the queue, two lists per thread, a Block per thread, one list parked.
-  const std::size_t bound = kQueue + 4 * step05::DefaultPoolTraits::kFreeSlotsSize +
-                            2 * step05::DefaultPoolTraits::kBlockSize;
+  // In flight at most: the queue, two lists and an array of recent frees per thread, a Block
+  // per thread, one list parked.
+  using Defaults = step05::DefaultPoolTraits;
+  const std::size_t bound =
+      kQueue + 4 * Defaults::kFreeSlotsSize + 2 * Defaults::kRecentSize + 2 * Defaults::kBlockSize;
   EXPECT_LE(pool.Stats().blocks_carved * step05::DefaultPoolTraits::kBlockSize, bound + 512);
 }
 

@@ -137,6 +137,7 @@ struct Tiny : step05::DefaultPoolTraits {  // every boundary crossed all the tim
   static constexpr std::size_t kBlockSize = 4;
   static constexpr std::size_t kBlockChunkSize = 3;
   static constexpr std::size_t kFreeSlotsSize = 5;
+  static constexpr std::size_t kRecentSize = 2;
   static constexpr std::size_t kGlobalPoolNum = 3;
 };
 struct Hardened : step05::DefaultPoolTraits {
