@@ -204,11 +204,7 @@ def measure_step(build_dir, step, args, notes):
         print(f"[{i}/{len(plan)}] {step} {workload} T={threads} {row:<18} {ns:9.2f} ns/pair "
               f"{rss_kb / 1024:7.1f} MiB  ({time.monotonic() - t0:.1f}s, {elapsed:.0f}s so far)",
               flush=True)
-    glibc = {(r["workload"], r["threads"]): float(r["ns_per_pair"]) for r in rows
-             if r["allocator"] == "glibc"}
-    for r in rows:
-        base = glibc.get((r["workload"], r["threads"]))
-        r["ratio_vs_glibc"] = f"{float(r['ns_per_pair']) / base:.3f}" if base else ""
+    set_glibc_ratios(rows)
     (RESULTS / "raw").mkdir(parents=True, exist_ok=True)
     (RESULTS / "raw" / f"{step}.json").write_text(json.dumps(raw, indent=1))
     return rows, len(plan)
@@ -228,6 +224,17 @@ def callgrind_instructions(binary, name, rounds, preload):
     if not collected or not pairs:
         raise RuntimeError("no instruction count in callgrind's output")
     return int(collected.group(1)), int(pairs.group(1))
+
+
+def set_glibc_ratios(rows):
+    """Each row's time over glibc's on the same workload and thread count, where there is one.
+    Run over the merged rows too, so that a row re-measured by a filtered run (glibc's, or one
+    allocator's) is set against the glibc row that stands beside it in the file."""
+    glibc = {(r["workload"], str(r["threads"])): float(r["ns_per_pair"]) for r in rows
+             if r["allocator"] == "glibc"}
+    for r in rows:
+        base = glibc.get((r["workload"], str(r["threads"])))
+        r["ratio_vs_glibc"] = f"{float(r['ns_per_pair']) / base:.3f}" if base else ""
 
 
 def count_step(build_dir, step, args, notes):
@@ -258,13 +265,19 @@ def count_step(build_dir, step, args, notes):
                          "allocator_only_per_pair": ""})
             print(f"callgrind {step} {workload:<10} {row:<18} {per_pair:8.1f} instructions/pair",
                   flush=True)
+    set_baseline_differences(rows)
+    return rows, runs
+
+
+def set_baseline_differences(rows):
+    """Instructions beyond the harness: each row's count minus the baseline row's of its workload
+    (run over the merged rows too, as set_glibc_ratios)."""
     base = {r["workload"]: float(r["instructions_per_pair"]) for r in rows
             if r["allocator"] == "baseline"}
     for r in rows:
         if r["workload"] in base:
             r["allocator_only_per_pair"] = (
                 f"{float(r['instructions_per_pair']) - base[r['workload']]:.1f}")
-    return rows, runs
 
 
 def record_durations(durations, full_run):
@@ -342,6 +355,7 @@ def main():
                 ran = {r["workload"] for r in rows}
                 all_rows = [r for r in all_rows if r["workload"] not in ran]
             all_rows += rows
+            set_glibc_ratios(all_rows)
             write_csv(RESULTS_CSV, CSV_FIELDS, sorted(
                 all_rows, key=lambda r: (r["workload"], int(r["threads"]), r["allocator"])))
             print_table(rows)
@@ -360,6 +374,7 @@ def main():
                 ran = {(r["workload"], r["allocator"]) for r in rows}
                 all_rows = [r for r in all_rows if (r["workload"], r["allocator"]) not in ran]
                 all_rows += rows
+                set_baseline_differences(all_rows)
                 write_csv(INSTRUCTIONS_CSV, INSTR_FIELDS,
                           sorted(all_rows, key=lambda r: (r["workload"], r["allocator"])))
     record_durations(durations, full_run=not args.steps and not args.filter
