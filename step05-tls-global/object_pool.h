@@ -207,8 +207,9 @@ class ObjectPool {
   // freed in random order is a random pointer chase, one cache miss per Allocate that nothing can
   // overlap (the next address is inside the line being loaded). With kChains chains, the node
   // needed kChains nodes from now is known as soon as the current one is, so Pop asks for it
-  // (a prefetch) 8 x kChains allocations ahead, and also for the items of the node after next.
-  // heads_ and length_ are all a list exchange needs, so lists still move between pools in O(1).
+  // (a prefetch) kObjectsPerNode x kChains allocations ahead, and also for the items of the node
+  // after next. heads_ and length_ are all a list exchange needs, so lists still move between pools
+  // in O(1).
   static constexpr std::size_t kItemsPerNode = kPerNode - 1;         // links_[1..kPerNode)
   static constexpr std::size_t kObjectsPerNode = kItemsPerNode + 1;  // the node itself too
   static constexpr std::size_t kChains = 8;
@@ -218,8 +219,6 @@ class ObjectPool {
   struct FreeSlots {
     Slot* heads_[kChains] = {};  // the top node of each chain
     std::size_t length_ = 0;
-
-    bool empty() const { return length_ == 0; }
 
     // The nodes are numbered from the bottom of the list; node n is on chain n % kChains.
     static std::size_t ChainOf(std::size_t node) { return node % kChains; }

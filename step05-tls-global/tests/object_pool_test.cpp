@@ -148,6 +148,26 @@ TEST(ObjectPool, ReuseFirstTheLastFreedIsTheNextHandedOut) {
     EXPECT_EQ(pool.Allocate(), objects[i]) << i;
 }
 
+// The same over every layer a free passes through with the default lists: the array of recent
+// frees, the moves of its older half into the list (items and nodes on all eight chains), the
+// spare list and the lists parked in the GlobalPool. 2000 frees come back exactly reversed.
+struct SmallArray : step05::DefaultPoolTraits {
+  static constexpr std::size_t kRecentSize = 6;  // moves of 3: runs that cross node boundaries
+};
+
+TEST(ObjectPool, ReuseFirstHoldsThroughTheArrayTheChainsAndTheGlobalPool) {
+  step05::ObjectPool<ThreeWords, SmallArray> pool;
+  std::vector<void*> objects;
+  for (int i = 0; i < 2000; ++i)
+    objects.push_back(pool.Allocate());
+  for (void* p : objects)
+    pool.Free(p);
+  EXPECT_GE(pool.Stats().global_lists, 1u) << "some lists went through the GlobalPool";
+  for (int i = 1999; i >= 0; --i)
+    ASSERT_EQ(pool.Allocate(), objects[i]) << i;
+  EXPECT_EQ(pool.Stats().blocks_carved, 4u) << "2000 objects, Blocks of 512: no Block more";
+}
+
 TEST(ObjectPool, GrowsOnlyOnDemand) {
   step05::ObjectPool<ThreeWords, TinyTraits> pool;
   EXPECT_EQ(pool.Stats().chunks, 0u) << "nothing is mapped before the first allocation";
