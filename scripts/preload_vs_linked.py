@@ -16,10 +16,13 @@ Where the two ranges overlap, one run cannot tell the rows apart; where they do 
 other than the machine's noise differs: the path (malloc's rounding to 16 bytes, a call through
 the PLT), or the process around it (under LD_PRELOAD the benchmark's own arrays come from tierpool
 too). --harness-on-tierpool tells the two apart: it preloads libtierpool.so under the linked row
-as well, so that only the measured calls differ between the rows. Writes nothing: `make bench`
-owns docs/results/.
+as well, so that only the measured calls differ between the rows. --linked-row compares with
+another linked row of the benchmark instead (step06-tierpool-main-block: the linked allocator in a
+process whose main thread has used the workload's size class, as the preloaded one has). Writes
+nothing: `make bench` owns docs/results/.
 
     python3 scripts/preload_vs_linked.py [--rounds 5] [--filter REGEX] [--harness-on-tierpool]
+                                         [--linked-row ROW]
 """
 import argparse
 import re
@@ -46,6 +49,8 @@ def main():
     ap.add_argument("--filter", help="regex on workload/T, e.g. 'sizes/1|xthread'")
     ap.add_argument("--harness-on-tierpool", action="store_true",
                     help="preload libtierpool.so under the linked row too")
+    ap.add_argument("--linked-row", help="compare with this linked row instead (where the "
+                    "workload has it), e.g. step06-tierpool-main-block")
     args = ap.parse_args()
 
     build = Path(args.build)
@@ -61,8 +66,12 @@ def main():
             continue
         if args.filter and not re.search(args.filter, f"{workload}/{threads}"):
             continue
+        chosen = f"{workload}/{args.linked_row}/threads:{threads}"
         unsized = f"{workload}/{UNSIZED}/threads:{threads}"
-        if workload not in SIZED_DELETE_WORKLOADS and unsized in entries:
+        if args.linked_row:
+            if chosen in entries:
+                pairs.append((workload, threads, chosen, name))
+        elif workload not in SIZED_DELETE_WORKLOADS and unsized in entries:
             pairs.append((workload, threads, unsized, name))
         elif f"{workload}/{SIZED}/threads:{threads}" in entries:
             pairs.append((workload, threads, f"{workload}/{SIZED}/threads:{threads}", name))

@@ -27,6 +27,15 @@ struct TierpoolUnsizedAllocator {
   void EndRound() {}
 };
 
+// The unsized row in a process whose main thread has allocated and freed one block of W5's size
+// class before the run, so that its cache keeps a block of that class (as the main thread of any
+// real program will have: preloaded, the benchmark's own allocations do it). The block pins its
+// span, and the spans the workload cycles through differ from a process where the class was
+// never used outside the measured threads.
+struct TierpoolMainBlockAllocator : TierpoolUnsizedAllocator {
+  TierpoolMainBlockAllocator() { tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(64)); }
+};
+
 #if TIERPOOL_HAVE_STEP05
 struct Object64 {
   unsigned char bytes[64];
@@ -60,6 +69,7 @@ const bool registered = [] {
 
   Register<XthreadWorkload, TierpoolAllocator>(kName, 2);
   Register<XthreadWorkload, TierpoolUnsizedAllocator>(kUnsized, 2);
+  Register<XthreadWorkload, TierpoolMainBlockAllocator>("step06-tierpool-main-block", 2);
   RegisterPeers<XthreadWorkload>({2});
 
   RegisterThreads<LargeWorkload, TierpoolAllocator>(kName, {1, 4});
