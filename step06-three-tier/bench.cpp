@@ -33,7 +33,10 @@ struct TierpoolUnsizedAllocator {
 // span, and the spans the workload cycles through differ from a process where the class was
 // never used outside the measured threads.
 struct TierpoolMainBlockAllocator : TierpoolUnsizedAllocator {
-  TierpoolMainBlockAllocator() { tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(64)); }
+  TierpoolMainBlockAllocator() {
+    const std::size_t size = tierpool::bench::XthreadWorkload::kBlockSize;
+    tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(size));
+  }
 };
 
 #if TIERPOOL_HAVE_STEP05
