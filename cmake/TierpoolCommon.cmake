@@ -83,9 +83,12 @@ endif()
 
 find_program(TIERPOOL_VALGRIND valgrind)
 # memcheck as every memcheck.* test runs it: any error or definitely/indirectly lost byte fails.
+# valgrind runs one thread at a time; by default a thread that loops on malloc/free can keep
+# taking the turn back, and a thread waiting for one (after a read or a fork) may wait for many
+# minutes. --fair-sched=yes hands the turn out in order.
 set(TIERPOOL_MEMCHECK_COMMAND ${TIERPOOL_VALGRIND} --tool=memcheck --error-exitcode=99
     --leak-check=full --errors-for-leak-kinds=definite,indirect
-    --show-leak-kinds=definite,indirect --quiet)
+    --show-leak-kinds=definite,indirect --fair-sched=yes --quiet)
 
 # Headers the steps' libraries share: the encoded free-list link of the hardened modes.
 add_library(tierpool_common_headers INTERFACE)
