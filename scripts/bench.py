@@ -158,12 +158,14 @@ def print_table(rows):
     for r in rows:
         groups.setdefault((r["workload"], int(r["threads"])), []).append(r)
     for (workload, threads), group in groups.items():
+        width = max(len(r["allocator"]) for r in group)
         print(f"\n{workload}  threads={threads}")
-        print(f"  {'allocator':<22} {'ns/pair':>9} {'vs glibc':>9} {'peak RSS':>10}")
+        print(f"  {'allocator':<{width}} {'ns/pair':>9} {'vs glibc':>9} {'peak RSS':>10}")
         for r in sorted(group, key=lambda r: float(r["ns_per_pair"])):
             ratio = f"{float(r['ratio_vs_glibc']):.2f}x" if r["ratio_vs_glibc"] else "-"
             rss = f"{int(r['peak_rss_kb']) / 1024:.1f} MiB"
-            print(f"  {r['allocator']:<22} {float(r['ns_per_pair']):>9.2f} {ratio:>9} {rss:>10}")
+            print(f"  {r['allocator']:<{width}} {float(r['ns_per_pair']):>9.2f} {ratio:>9} "
+                  f"{rss:>10}")
 
 
 def measure_step(build_dir, step, args, notes):

@@ -66,9 +66,9 @@ def main():
             continue
         if args.filter and not re.search(args.filter, f"{workload}/{threads}"):
             continue
-        chosen = f"{workload}/{args.linked_row}/threads:{threads}"
         unsized = f"{workload}/{UNSIZED}/threads:{threads}"
         if args.linked_row:
+            chosen = f"{workload}/{args.linked_row}/threads:{threads}"
             if chosen in entries:
                 pairs.append((workload, threads, chosen, name))
         elif workload not in SIZED_DELETE_WORKLOADS and unsized in entries:
@@ -76,6 +76,9 @@ def main():
         elif f"{workload}/{SIZED}/threads:{threads}" in entries:
             pairs.append((workload, threads, f"{workload}/{SIZED}/threads:{threads}", name))
 
+    if not pairs:
+        raise SystemExit("no preloaded row has a linked counterpart here: check --filter and "
+                         "--linked-row against `--benchmark_list_tests` of the binary")
     print(f"{len(pairs)} pairs x {args.rounds} rounds, linked and preloaded in turn", flush=True)
     results = []
     for workload, threads, linked_name, preload_name in pairs:
