@@ -109,9 +109,14 @@ TIERPOOL_ALWAYS_INLINE void* AllocateClass(ThreadCache* tc, std::size_t cl) {
   return AllocateRefill(tc, cl);
 }
 
+// How a small size finds its class: SizeToClass (the C++ API, operator new) or
+// MallocSizeToClass (malloc, and the operator new[] forms, which align as malloc does).
+using ClassOfSize = std::size_t (*)(std::size_t);
+
+template <ClassOfSize kClassOf = SizeToClass>
 TIERPOOL_ALWAYS_INLINE void* Allocate(std::size_t size) {
   ThreadCache* tc = tls_cache;
-  if (TIERPOOL_LIKELY(size <= kMaxSmallSize)) return AllocateClass(tc, SizeToClass(size));
+  if (TIERPOOL_LIKELY(size <= kMaxSmallSize)) return AllocateClass(tc, kClassOf(size));
   return AllocateSlow(size);
 }
 
@@ -119,10 +124,11 @@ TIERPOOL_ALWAYS_INLINE void* Allocate(std::size_t size) {
 // slow path (an empty list, a large size). Never fails for lack of memory, so a caller whose own
 // slow path does more than the allocator's (operator new's new-handler loop) keeps that out of
 // line, and its fast path stays a leaf function with no stack frame.
+template <ClassOfSize kClassOf = SizeToClass>
 TIERPOOL_ALWAYS_INLINE void* TryAllocateCached(std::size_t size) {
   if (TIERPOOL_UNLIKELY(size > kMaxSmallSize)) return nullptr;
   ThreadCache* tc = tls_cache;
-  const std::size_t cl = SizeToClass(size);
+  const std::size_t cl = kClassOf(size);
   void* ptr = tc->head(cl);
   if (TIERPOOL_UNLIKELY(ptr == nullptr)) return nullptr;
   return PopHead(tc, cl, ptr);
@@ -162,11 +168,12 @@ TIERPOOL_ALWAYS_INLINE void Free(void* ptr) {
   FreeSlow(ptr);
 }
 
-// `size` must be what the block was allocated with (not for blocks of AlignedAllocate, whose
-// class may be larger than the size's own).
+// `size` must be what the block was allocated with, and kClassOf the lookup that allocated it
+// (not for blocks of AlignedAllocate, whose class may be larger than the size's own).
+template <ClassOfSize kClassOf = SizeToClass>
 TIERPOOL_ALWAYS_INLINE void FreeSized(void* ptr, std::size_t size) {
   if (TIERPOOL_LIKELY(size <= kMaxSmallSize && ptr != nullptr)) {
-    PushFree(tls_cache, ptr, SizeToClass(size));
+    PushFree(tls_cache, ptr, kClassOf(size));
     return;
   }
   FreeSlow(ptr);

@@ -41,15 +41,17 @@ inline bool IsPowerOfTwo(std::size_t n) {
 // A malloc caller may store any 16-byte-aligned type in 24 bytes: rounding every request above
 // 8 bytes to a multiple of 16 lands it in a class whose objects all start 16-byte aligned (a
 // class whose size is a multiple of 16 packs its objects at multiples of that size from a page
-// boundary).
+// boundary). The fast paths do not round: their class comes from malloc's own class table
+// (MallocSizeToClass), which has the rounding built in; the slow paths round the request.
 // Requests too big to round are left alone: the allocator refuses them with ENOMEM.
 inline std::size_t MallocRequest(std::size_t size) {
   if (size <= 8 || size > SIZE_MAX - (kMallocAlignment - 1)) return size;
   return (size + kMallocAlignment - 1) & ~(kMallocAlignment - 1);
 }
 
+// A large size (past the classes) needs no rounding: large blocks start on a page.
 inline void* Malloc(std::size_t size) {
-  return impl::Allocate(MallocRequest(size));
+  return impl::Allocate<impl::MallocSizeToClass>(size);
 }
 
 inline void Free(void* ptr) {
@@ -185,9 +187,8 @@ inline void* OperatorNew(std::size_t size) {
 }
 
 inline void* OperatorNewArray(std::size_t size) {
-  const std::size_t request = MallocRequest(size);
-  if (void* block = impl::TryAllocateCached(request)) return block;
-  return NewSlow(request, false);
+  if (void* block = impl::TryAllocateCached<impl::MallocSizeToClass>(size)) return block;
+  return NewSlow(MallocRequest(size), false);
 }
 
 inline void* OperatorNewNothrow(std::size_t size) noexcept {
@@ -196,9 +197,8 @@ inline void* OperatorNewNothrow(std::size_t size) noexcept {
 }
 
 inline void* OperatorNewArrayNothrow(std::size_t size) noexcept {
-  const std::size_t request = MallocRequest(size);
-  if (void* block = impl::TryAllocateCached(request)) return block;
-  return NewSlow(request, true);
+  if (void* block = impl::TryAllocateCached<impl::MallocSizeToClass>(size)) return block;
+  return NewSlow(MallocRequest(size), true);
 }
 
 // An alignment that is not a power of two cannot be served: std::bad_alloc (as libstdc++ does),
@@ -228,7 +228,7 @@ inline void OperatorDeleteSized(void* ptr, std::size_t size) noexcept {
 }
 
 inline void OperatorDeleteArraySized(void* ptr, std::size_t size) noexcept {
-  impl::FreeSized(ptr, MallocRequest(size));
+  impl::FreeSized<impl::MallocSizeToClass>(ptr, size);
 }
 
 }  // namespace tierpool::dropin

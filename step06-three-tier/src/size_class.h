@@ -109,14 +109,31 @@ constexpr std::array<std::uint8_t, kIndexEntries> MakeIndex(
   return index;
 }
 
+// malloc's table: the same entries, but each size above 8 first rounded up to a multiple of 16
+// (malloc must align every block for any type that fits in it; see dropin.h). A table of its own,
+// rather than rounding the size before the lookup, keeps malloc's fast path as short as the C++
+// API's: the 32 KiB cost nothing but the lines that are read.
+constexpr std::array<std::uint8_t, kIndexEntries> MakeMallocIndex(
+    const std::array<std::uint8_t, kIndexEntries>& index) {
+  std::array<std::uint8_t, kIndexEntries> malloc_index{};
+  for (std::size_t i = 0; i < kIndexEntries; ++i) {
+    const std::size_t rounded = i <= 1 ? i : (i + 1) & ~std::size_t{1};  // in 8-byte units
+    malloc_index[i] = index[rounded];  // kMaxSmallSize is a multiple of 16: rounded stays in
+  }
+  return malloc_index;
+}
+
 }  // namespace size_class_detail
 
 inline constexpr std::array<SizeClassInfo, kNumClasses> kClasses = size_class_detail::MakeClasses();
 inline constexpr std::array<std::uint8_t, size_class_detail::kIndexEntries> kClassIndex =
     size_class_detail::MakeIndex(kClasses);
+inline constexpr std::array<std::uint8_t, size_class_detail::kIndexEntries> kMallocClassIndex =
+    size_class_detail::MakeMallocIndex(kClassIndex);
 
 static_assert(kClasses[kNumClasses - 1].size == kMaxSmallSize);
 static_assert(kClasses[16].size == 128 && kClasses[17].size == 144);
+static_assert(kMaxSmallSize % 16 == 0);
 // Hardened builds keep one bit per object of a span; the smallest class in one page is the most.
 inline constexpr std::size_t kMaxObjectsPerSpan = 1024;
 static_assert([] {
@@ -129,6 +146,10 @@ static_assert([] {
 // unique pointer like any other.
 TIERPOOL_ALWAYS_INLINE std::size_t SizeToClass(std::size_t size) {
   return kClassIndex[size_class_detail::IndexOf(size)];
+}
+// The class malloc serves a small size from: that of the size rounded up to 16 (above 8 bytes).
+TIERPOOL_ALWAYS_INLINE std::size_t MallocSizeToClass(std::size_t size) {
+  return kMallocClassIndex[size_class_detail::IndexOf(size)];
 }
 TIERPOOL_ALWAYS_INLINE std::size_t ClassSize(std::uint32_t cl) {
   return kClasses[cl].size;

@@ -20,6 +20,22 @@ TEST(SizeClass, EverySizeMapsToTheSmallestClassThatFits) {
   }
 }
 
+// malloc's table: the class of the size rounded up to 16, so that every block above 8 bytes is
+// 16-byte aligned (a class whose size is a multiple of 16 only has such objects).
+TEST(SizeClass, MallocsTableIsTheClassOfTheSizeRoundedTo16) {
+  for (std::size_t size = 0; size <= kMaxSmallSize; ++size) {
+    const std::size_t rounded = size <= 8 ? size : (size + 15) / 16 * 16;
+    const std::uint32_t cl = MallocSizeToClass(size);
+    ASSERT_EQ(cl, SizeToClass(rounded)) << size;
+    if (size > 8) {
+      ASSERT_EQ(ClassSize(cl) % 16, 0u) << size;
+    }
+  }
+  EXPECT_EQ(ClassSize(MallocSizeToClass(8)), 8u);
+  EXPECT_EQ(ClassSize(MallocSizeToClass(24)), 32u);
+  EXPECT_EQ(ClassSize(SizeToClass(24)), 24u);
+}
+
 TEST(SizeClass, SizesIncreaseInTheArticlesSteps) {
   struct Range {
     std::size_t limit, step;
