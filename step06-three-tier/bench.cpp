@@ -2,6 +2,11 @@
 // malloc is judged (W1 rational, W2 shuffle64, W3 mt512, W4 sizes, W5 xthread, and the
 // large-block workload), beside glibc and every preloaded malloc, the in-process peers, and
 // step 05's object pool where a fixed-size pool fits (W2, W5).
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+
 #include "tierpool/tierpool.h"
 #include "tierpool_bench/peers.h"
 #include "tierpool_bench/workload_large.h"
@@ -38,6 +43,88 @@ struct TierpoolMainBlockAllocator : TierpoolUnsizedAllocator {
     tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(size));
   }
 };
+
+#if defined(TIERPOOL_SHARED_LIBRARY)
+// The C++ API of libtierpool.so, called as a program linked with the shared library calls it:
+// each call an indirect jump through a table the dynamic loader filled (the PLT), where the rows
+// above call the statically linked allocator directly. A preloaded malloc is called that way too,
+// so this is the row the preloaded one must match (scripts/preload_vs_linked.py).
+// dlopen with RTLD_LOCAL keeps the rest of the process on glibc's malloc, as for the other rows
+// (a program linked with libtierpool.so would get it as its malloc too); preloaded, dlopen finds
+// the library already loaded, and the row calls the very allocator that serves malloc.
+struct SharedLibraryApi {
+  void* (*allocate)(std::size_t) = nullptr;
+  void (*free)(void*) = nullptr;
+  void (*free_sized)(void*, std::size_t) = nullptr;
+};
+
+// The table the dynamic loader fills for a linked program (its GOT): filled once, by the first
+// row's constructor.
+SharedLibraryApi shared_api;
+
+// The PLT: a linked program calls a stub of its own, directly, and the stub jumps on through the
+// table. Each of these compiles to that one jump (`jmp *shared_api(%rip)`), so the rows call the
+// library exactly as the preloaded row's harness calls malloc. (Calling through the table from
+// the loop, as -fno-plt code does, measured slower on W1 than the stub here.) noipa keeps GCC
+// from cloning a stub per constant argument.
+#if defined(__clang__)
+#define TIERPOOL_PLT_STUB [[gnu::noinline]]
+#else
+#define TIERPOOL_PLT_STUB [[gnu::noipa]]
+#endif
+TIERPOOL_PLT_STUB void* SharedAllocate(std::size_t bytes) {
+  return shared_api.allocate(bytes);
+}
+TIERPOOL_PLT_STUB void SharedFree(void* p) {
+  shared_api.free(p);
+}
+TIERPOOL_PLT_STUB void SharedFreeSized(void* p, std::size_t bytes) {
+  shared_api.free_sized(p, bytes);
+}
+
+[[noreturn]] void SharedLibraryFailed(const char* error) {
+  std::fprintf(stderr, "step06-tierpool-shared: %s\n", error);
+  std::exit(1);
+}
+
+template <class Function>
+Function SharedLibrarySymbol(void* library, const char* name) {
+  void* symbol = dlsym(library, name);
+  if (symbol == nullptr) SharedLibraryFailed(dlerror());
+  return reinterpret_cast<Function>(symbol);
+}
+
+void LoadSharedLibraryApi() {
+  if (shared_api.allocate != nullptr) return;
+  void* library = dlopen(TIERPOOL_SHARED_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) SharedLibraryFailed(dlerror());
+  // The mangled names of tierpool::ConcurrentAlloc(size_t), ConcurrentFree(void*) and
+  // ConcurrentFree(void*, size_t): what the dynamic linker binds a linked program's calls to.
+  using Allocate = void* (*)(std::size_t);
+  using Free = void (*)(void*);
+  using FreeSized = void (*)(void*, std::size_t);
+  shared_api.allocate = SharedLibrarySymbol<Allocate>(library, "_ZN8tierpool15ConcurrentAllocEm");
+  shared_api.free = SharedLibrarySymbol<Free>(library, "_ZN8tierpool14ConcurrentFreeEPv");
+  shared_api.free_sized =
+      SharedLibrarySymbol<FreeSized>(library, "_ZN8tierpool14ConcurrentFreeEPvm");
+}
+
+// Frees the way the program under the preloaded row frees: with the size for W1 (C++ sized
+// delete), without it (free) for the other workloads.
+template <bool kSized>
+struct TierpoolSharedAllocator {
+  TierpoolSharedAllocator() { LoadSharedLibraryApi(); }
+  void* Allocate(std::size_t bytes) { return SharedAllocate(bytes); }
+  void Deallocate(void* p, std::size_t bytes) {
+    if constexpr (kSized) {
+      SharedFreeSized(p, bytes);
+    } else {
+      SharedFree(p);
+    }
+  }
+  void EndRound() {}
+};
+#endif
 
 #if TIERPOOL_HAVE_STEP05
 struct Object64 {
@@ -77,6 +164,18 @@ const bool registered = [] {
 
   RegisterThreads<LargeWorkload, TierpoolAllocator>(kName, {1, 4});
   RegisterPeers<LargeWorkload>({1, 4}, kMallocPeers);
+
+#if defined(TIERPOOL_SHARED_LIBRARY)
+  constexpr const char* kShared = "step06-tierpool-shared";
+  using Sized = TierpoolSharedAllocator<true>;
+  using Unsized = TierpoolSharedAllocator<false>;
+  Register<RationalWorkload, AllocatorFactory<Sized>>(kShared, 1);
+  RegisterThreads<SizesWorkload, Unsized>(kShared, {1, 2, 16});
+  Register<Mt512Workload, Unsized>(kShared, 4);
+  RegisterThreads<Shuffle64Workload, Unsized>(kShared, {1, 2, 4, 8, 16});
+  Register<XthreadWorkload, Unsized>(kShared, 2);
+  RegisterThreads<LargeWorkload, Unsized>(kShared, {1, 4});
+#endif
 
 #if TIERPOOL_HAVE_STEP05
   RegisterThreads<Shuffle64Workload, Step05ObjectPool>("step05-objectpool", {1, 2, 4, 8, 16});
