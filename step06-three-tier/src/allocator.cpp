@@ -58,7 +58,9 @@ void DestroyThreadCache(void* arg) {
     --g.thread_caches;
     UpdateThreadBudgetLocked(g);
   }
-  g.cache_pool.Delete(tc);
+  ThreadCacheMemory* memory = tc->memory;
+  tc->~ThreadCache();
+  g.cache_pool.Delete(memory);
   ReleaseIdleMemory();
 }
 
@@ -128,13 +130,32 @@ void InitSlow() {
     sched_yield();
 }
 
+// Every fast path begins with the load of tls_cache, moments after the previous call stored
+// into the cache's arrays. The CPU matches a load with the stores still in flight by the low 12
+// bits of their addresses first (4K aliasing): a load that matches a store there waits for it
+// as if it read the same bytes. Where the thread's TLS slot lands on the list of a class in use,
+// every call of that class pays (W1 through libtierpool.so, the slot on the 8-byte class's
+// second pointer: 4.7 ns per pair against 4.0 with it elsewhere). The slot's page offset is the
+// program's (its TLS layout), so the cache moves instead: it starts where the slot falls on its
+// quiet offset.
+ThreadCache* PlaceThreadCache(ThreadCacheMemory* memory, const void* tls_slot) {
+  const auto base = reinterpret_cast<std::uintptr_t>(memory->bytes);
+  const auto slot = reinterpret_cast<std::uintptr_t>(tls_slot);
+  const std::uintptr_t start =
+      base + ((slot - ThreadCache::kQuietOffset - base) & (kAliasingPeriod - 1));
+  auto* tc = ::new (reinterpret_cast<void*>(start)) ThreadCache();
+  tc->memory = memory;
+  return tc;
+}
+
 ThreadCache* GetOrCreateCache() {
   if (tls_cache != &empty_cache) return tls_cache;
   if (tls_state != kNoCache) return nullptr;
   EnsureInit();
   Globals& g = G();
   tls_state = kCreatingCache;
-  ThreadCache* tc = g.cache_pool.New();
+  ThreadCacheMemory* memory = g.cache_pool.New();
+  ThreadCache* tc = memory != nullptr ? PlaceThreadCache(memory, &tls_cache) : nullptr;
   if (tc != nullptr) {
     tc->Init(ThreadBudget());
     {

@@ -31,7 +31,7 @@ namespace tierpool::TIERPOOL_INTERNAL_NS {
 struct Globals {
   Globals();
   FixedPool<Span> span_pool;
-  FixedPool<ThreadCache> cache_pool;
+  FixedPool<ThreadCacheMemory> cache_pool;
   PageHeap page_heap;
   CentralFreeList central[kNumClasses];
   SpinLock registry_lock;
@@ -74,6 +74,8 @@ void* Calloc(std::size_t n, std::size_t size);
 void* Realloc(void* ptr, std::size_t size);
 std::size_t UsableSize(const void* ptr);
 ThreadCache* GetOrCreateCache();
+// A new cache in `memory`, placed for the thread whose TLS slot (tls_cache) is at `tls_slot`.
+ThreadCache* PlaceThreadCache(ThreadCacheMemory* memory, const void* tls_slot);
 void FlushThreadCache();
 void ForkPrepare();
 void ForkParent();
