@@ -11,7 +11,8 @@
 // Everything is computed at compile time. Size -> class is one table load (the article's perf
 // lesson: computing the class took 15 % of its run time): one byte per 8 bytes of size, indexed
 // by (size + 7) / 8, so 32 KiB of table and no branch. Only the lines of sizes in use are ever
-// read (a program of small objects touches the first few). Class 0 means "no class".
+// read (a program of small objects touches the first few). malloc has a second such table, with
+// its rounding to 16 built in (MallocSizeToClass). Class 0 means "no class".
 #pragma once
 
 #include <array>
