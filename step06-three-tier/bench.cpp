@@ -64,9 +64,8 @@ SharedLibraryApi shared_api;
 
 // The PLT: a linked program calls a stub of its own, directly, and the stub jumps on through the
 // table. Each of these compiles to that one jump (`jmp *shared_api(%rip)`), so the rows call the
-// library exactly as the preloaded row's harness calls malloc. (Calling through the table from
-// the loop, as -fno-plt code does, measured slower on W1 than the stub here.) noipa keeps GCC
-// from cloning a stub per constant argument.
+// library exactly as the preloaded row's harness calls malloc. noipa keeps GCC from cloning a
+// stub per constant argument (a clone would load the argument itself: one instruction more).
 #if defined(__clang__)
 #define TIERPOOL_PLT_STUB [[gnu::noinline]]
 #else
