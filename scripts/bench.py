@@ -10,8 +10,13 @@ object really served malloc; a run whose provider is not the library it was mean
 an error, so a row named "jemalloc" can never be glibc under another name.
 
 Writes, for the steps it ran (rows of other steps are kept):
-  docs/results/results.csv        workload,allocator,threads,ns_per_pair,ratio_vs_glibc,peak_rss_kb
-  docs/results/raw/<step>.json    the Google Benchmark JSON of every run
+  docs/results/results.csv        workload,allocator,threads,ns_per_pair,ratio_vs_glibc,peak_rss_kb,
+                                  and what the big-block workloads measure besides (empty on the
+                                  other rows): end_rss_kb (the resident set at the end of the run,
+                                  not the peak), moves (reallocs that moved the block),
+                                  stopped_at_kb (a growth stopped by its time budget)
+  docs/results/raw/<step>.json    the Google Benchmark JSON of every run (a filtered run replaces
+                                  only the runs it repeated)
   docs/results/instructions.csv   (--instructions) callgrind instructions per pair
   docs/results/durations.csv      how long each step took: processes and seconds of timings,
                                   callgrind runs and seconds (unfiltered runs only)
@@ -34,7 +39,13 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
 RESULTS_CSV = RESULTS / "results.csv"
 INSTRUCTIONS_CSV = RESULTS / "instructions.csv"
-CSV_FIELDS = ["workload", "allocator", "threads", "ns_per_pair", "ratio_vs_glibc", "peak_rss_kb"]
+CSV_FIELDS = ["workload", "allocator", "threads", "ns_per_pair", "ratio_vs_glibc", "peak_rss_kb",
+              "end_rss_kb", "moves", "stopped_at_kb"]
+# The columns only some workloads fill: a CSV written before they existed still loads.
+OPTIONAL_FIELDS = {"end_rss_kb", "moves", "stopped_at_kb"}
+# Counters a workload reports itself (RunResult::counters) -> the CSV column they fill.
+WORKLOAD_COUNTERS = {"end_rss_kib": "end_rss_kb", "moves": "moves",
+                     "stopped_at_kib": "stopped_at_kb"}
 INSTR_FIELDS = ["workload", "allocator", "instructions_per_pair", "allocator_only_per_pair"]
 DURATIONS_CSV = RESULTS / "durations.csv"
 DURATION_FIELDS = ["step", "processes", "timing_s", "callgrind_runs", "callgrind_s"]
@@ -80,12 +91,17 @@ def malloc_libraries(build_dir, notes):
     return libs
 
 
+# What Google Benchmark appends to an entry's name: "/manual_time", and before it
+# "/iterations:1/repeats:1" for the entries that run once per process (the big-block workloads).
+GBENCH_SUFFIX = r"(/iterations:[0-9]+)?(/repeats:[0-9]+)?/manual_time"
+
+
 def list_entries(binary):
     out = subprocess.run([str(binary), "--benchmark_list_tests"], capture_output=True, text=True,
                          check=True).stdout
     names = [n.strip() for n in out.splitlines() if n.strip()]
-    # Google Benchmark appends "/manual_time"; the entry name is what precedes it.
-    return [n[: -len("/manual_time")] if n.endswith("/manual_time") else n for n in names]
+    # The entry name is what precedes Google Benchmark's suffix.
+    return [re.sub(GBENCH_SUFFIX + "$", "", n) for n in names]
 
 
 def parse_name(name):
@@ -99,13 +115,14 @@ def regex_escape(text):
 
 
 def run_entry(binary, name, repetitions, min_time, preload):
-    """Runs one entry in its own process; returns (median ns/pair, peak RSS KiB, json, provider)."""
+    """Runs one entry in its own process; returns (median ns/pair, peak RSS KiB, json, provider,
+    {CSV column: value} of the counters the workload reported itself)."""
     env = dict(os.environ)
     if preload:
         env["LD_PRELOAD"] = preload
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
         out_path = out.name
-    cmd = [str(binary), f"--benchmark_filter=^{regex_escape(name)}/manual_time$",
+    cmd = [str(binary), f"--benchmark_filter=^{regex_escape(name)}{GBENCH_SUFFIX}$",
            f"--benchmark_repetitions={repetitions}", f"--benchmark_min_time={min_time}",
            "--benchmark_format=json", f"--benchmark_out={out_path}",
            "--benchmark_out_format=json"]
@@ -126,7 +143,15 @@ def run_entry(binary, name, repetitions, min_time, preload):
     # The binary's own VmHWM; ru_maxrss would include the runner's resident size at fork time.
     peaks = [b["peak_rss_kib"] for b in data["benchmarks"] if "peak_rss_kib" in b]
     peak = int(max(peaks)) if peaks else usage.ru_maxrss
-    return statistics.median(samples), peak, data, provider
+    # The big-block workloads run once per process (one iteration): the last value is the value.
+    extra = {}
+    for b in data["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        for counter, column in WORKLOAD_COUNTERS.items():
+            if counter in b:
+                extra[column] = str(int(round(b[counter])))
+    return statistics.median(samples), peak, data, provider, extra
 
 
 def check_provider(row, preload, provider):
@@ -140,7 +165,11 @@ def load_csv(path, fields):
     if not path.exists():
         return []
     with path.open() as f:
-        return [r for r in csv.DictReader(f) if set(fields) <= set(r)]
+        rows = [r for r in csv.DictReader(f) if set(fields) - OPTIONAL_FIELDS <= set(r)]
+    for r in rows:
+        for k in OPTIONAL_FIELDS & set(fields):
+            r[k] = r.get(k) or ""
+    return rows
 
 
 def write_csv(path, fields, rows):
@@ -165,7 +194,19 @@ def print_table(rows):
             ratio = f"{float(r['ratio_vs_glibc']):.2f}x" if r["ratio_vs_glibc"] else "-"
             rss = f"{int(r['peak_rss_kb']) / 1024:.1f} MiB"
             print(f"  {r['allocator']:<{width}} {float(r['ns_per_pair']):>9.2f} {ratio:>9} "
-                  f"{rss:>10}")
+                  f"{rss:>10}{describe_extra(r)}")
+
+
+def describe_extra(row):
+    """The big-block figures of a row, for the progress lines and the printed tables."""
+    text = ""
+    if row.get("end_rss_kb"):
+        text += f"  end RSS {int(row['end_rss_kb']) / 1024:.1f} MiB"
+    if row.get("moves"):
+        text += f"  moves {row['moves']}"
+    if row.get("stopped_at_kb"):
+        text += f"  stopped at {int(row['stopped_at_kb']) / 1024:.0f} MiB"
+    return text
 
 
 def measure_step(build_dir, step, args, notes):
@@ -184,13 +225,14 @@ def measure_step(build_dir, step, args, notes):
         else:
             plan.append((name, allocator, None))
     rows, raw = [], []
+    ran = set()
     started = time.monotonic()
     for i, (name, row, preload) in enumerate(plan, 1):
         workload, _, threads = parse_name(name)
         t0 = time.monotonic()
         try:
-            ns, rss_kb, data, provider = run_entry(binary, name, args.repetitions, args.min_time,
-                                                   preload)
+            ns, rss_kb, data, provider, extra = run_entry(binary, name, args.repetitions,
+                                                          args.min_time, preload)
             if parse_name(name)[1] == "malloc":
                 check_provider(row, preload, provider)
         except RuntimeError as e:
@@ -199,17 +241,29 @@ def measure_step(build_dir, step, args, notes):
             continue
         data["tierpool_row"] = {"step": step, "allocator": row, "preload": preload}
         raw.append(data)
-        rows.append({"workload": f"{step_id(step)}/{workload}", "allocator": row,
-                     "threads": threads, "ns_per_pair": f"{ns:.3f}", "peak_rss_kb": rss_kb,
-                     "ratio_vs_glibc": ""})
+        ran.add(raw_key(data))
+        result = {"workload": f"{step_id(step)}/{workload}", "allocator": row,
+                  "threads": threads, "ns_per_pair": f"{ns:.3f}", "peak_rss_kb": rss_kb,
+                  "ratio_vs_glibc": "", **{k: "" for k in OPTIONAL_FIELDS}, **extra}
+        rows.append(result)
         elapsed = time.monotonic() - started
         print(f"[{i}/{len(plan)}] {step} {workload} T={threads} {row:<18} {ns:9.2f} ns/pair "
-              f"{rss_kb / 1024:7.1f} MiB  ({time.monotonic() - t0:.1f}s, {elapsed:.0f}s so far)",
-              flush=True)
+              f"{rss_kb / 1024:7.1f} MiB{describe_extra(result)}  "
+              f"({time.monotonic() - t0:.1f}s, {elapsed:.0f}s so far)", flush=True)
     set_glibc_ratios(rows)
     (RESULTS / "raw").mkdir(parents=True, exist_ok=True)
-    (RESULTS / "raw" / f"{step}.json").write_text(json.dumps(raw, indent=1))
+    raw_path = RESULTS / "raw" / f"{step}.json"
+    if args.filter and raw_path.exists():
+        # A filtered run keeps the runs it did not repeat, as it keeps their rows in the CSV.
+        raw = [d for d in json.loads(raw_path.read_text()) if raw_key(d) not in ran] + raw
+    raw_path.write_text(json.dumps(raw, indent=1))
     return rows, len(plan)
+
+
+def raw_key(data):
+    """(entry, row) of one process's Google Benchmark JSON in docs/results/raw/."""
+    names = [b.get("run_name", b.get("name", "")) for b in data.get("benchmarks", [])]
+    return names[0] if names else "", data.get("tierpool_row", {}).get("allocator")
 
 
 def callgrind_instructions(binary, name, rounds, preload):

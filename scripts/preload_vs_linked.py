@@ -102,8 +102,8 @@ def main():
             order = [("linked", linked_name, linked_preload),
                      ("preload", preload_name, str(library))]
             for label, name, preload in order if r % 2 == 0 else reversed(order):
-                ns, _, _, provider = bench.run_entry(binary, name, args.repetitions,
-                                                     args.min_time, preload)
+                ns, _, _, provider, _ = bench.run_entry(binary, name, args.repetitions,
+                                                        args.min_time, preload)
                 if preload:  # the library really served malloc, in either row
                     bench.check_provider(label, preload, provider)
                 times[label].append(ns)

@@ -20,7 +20,13 @@ value `<!--/v-->`, KIND one of
     ratio    A's ns over B's ns, as 1.18× (<!--v ratio step04/mt512@4 step04-spin glibc-->...)
     rss      A's peak RSS in MiB
     instr    A's instructions per pair (callgrind); instr-only: minus the baseline
+    ms       A's time for the whole pattern, in ms (the big-block workloads)
+    rss-end  A's resident set at the end of the run, in MiB (release-64k, release-1m)
 T is the thread count (1 if left out).
+
+The big-block workloads of step 06 (realloc-grow, calloc-sparse, release-64k, release-1m) have
+tables of their own: the time of the whole pattern in ms, the memory figure each is about beside
+glibc's, and the block moves of the growth.
 
 `--check` regenerates nothing and exits 1 if any block differs from what the CSV says now: the
 test that keeps chapters from quoting numbers nobody measured.
@@ -53,6 +59,25 @@ HEADLINE = [
 ]
 
 
+# The big-block workloads: one pattern per process, `ns_per_pair` is the time of the whole pattern.
+# Each names the CSV column of the memory figure it is about (its table is sorted by it, with a
+# ratio to glibc's), or None where time is the figure.
+BIGBLOCK = {
+    "realloc-grow": None,
+    "calloc-sparse": "peak_rss_kb",
+    "release-64k": "end_rss_kb",
+    "release-1m": "end_rss_kb",
+}
+MEMORY_LABELS = {"peak_rss_kb": "peak RSS", "end_rss_kb": "RSS at the end"}
+
+
+def bigblock_kind(workload):
+    """The workload's name without its step ("step06/realloc-grow" -> "realloc-grow") when it is a
+    big-block workload, else None."""
+    name = workload.split("/", 1)[-1]
+    return name if name in BIGBLOCK else None
+
+
 def read_csv(path):
     if not path.exists():
         return []
@@ -64,6 +89,62 @@ def fmt_ns(v):
     return f"{v:.1f}" if v >= 10 else f"{v:.2f}"
 
 
+def fmt_ms(ns):
+    ms = ns / 1e6
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.1f}" if ms >= 10 else f"{ms:.2f}"
+
+
+def mib(kb):
+    return f"{int(kb) / 1024:.1f}"
+
+
+def bigblock_table(rows, workload, only=None):
+    """Markdown for a big-block workload: time of the whole pattern, its memory figure beside
+    glibc's, the growth's block moves; sorted by the memory figure where there is one."""
+    rows = [r for r in rows if r["workload"] == workload and int(r["threads"]) == 1]
+    if only:
+        rows = [r for r in rows if r["allocator"] in only]
+    if not rows:
+        return f"*No results for `{workload}` yet: run `make bench`.*\n"
+    memory = BIGBLOCK[bigblock_kind(workload)]
+    glibc = next((r for r in rows if r["allocator"] == "glibc"), None)
+    has_moves = any(r.get("moves") for r in rows)
+    key = (lambda r: int(r[memory] or 0)) if memory else (lambda r: float(r["ns_per_pair"]))
+    head = ["allocator", "time (ms)", "vs glibc"]
+    if has_moves:
+        head.append("block moves")
+    if memory:
+        head += [f"{MEMORY_LABELS[memory]} (MiB)", "vs glibc"]
+    if memory != "peak_rss_kb":
+        head.append("peak RSS (MiB)")
+    out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    stopped = False
+    for r in sorted(rows, key=key):
+        time_cell = fmt_ms(float(r["ns_per_pair"]))
+        if r.get("stopped_at_kb"):
+            stopped = True
+            time_cell = f"> {time_cell} (stopped at {int(r['stopped_at_kb']) // 1024} MiB)"
+        ratio = f"{float(r['ratio_vs_glibc']):.2f}×" if r["ratio_vs_glibc"] else "–"
+        cells = [r["allocator"], time_cell, ratio]
+        if has_moves:
+            cells.append(r.get("moves") or "–")
+        if memory:
+            # The figure the workload is about, and its ratio to glibc's.
+            value, base = r.get(memory), glibc.get(memory) if glibc else None
+            cells += [mib(value) if value else "–",
+                      f"{int(value) / int(base):.2f}×" if value and base and int(base) else "–"]
+        if memory != "peak_rss_kb":
+            cells.append(mib(r["peak_rss_kb"]))
+        out.append("| " + " | ".join(cells) + " |")
+    note = ""
+    if stopped:
+        note = ("\n\nA row marked *stopped* ran out of its time budget before the buffer reached "
+                "256 MiB: its time is the budget, not the growth.")
+    sorted_by = f"{MEMORY_LABELS[memory]}, smallest first" if memory else "time, fastest first"
+    return (f"`{workload}`, 1 thread, one run in a fresh process per row (sorted by "
+            f"{sorted_by}):\n\n" + "\n".join(out) + note + "\n")
+
+
 def by_workload(rows):
     groups = defaultdict(list)
     for r in rows:
@@ -73,6 +154,8 @@ def by_workload(rows):
 
 def table(rows, workload, threads=None, only=None):
     """Markdown: rows = allocators (fastest first at the first thread count), columns = threads."""
+    if bigblock_kind(workload):
+        return bigblock_table(rows, workload, only)
     rows = [r for r in rows if r["workload"] == workload]
     if threads:
         rows = [r for r in rows if int(r["threads"]) in threads]
@@ -230,6 +313,13 @@ def inline_value(spec, rows, instr, missing):
         return fmt_ns(float(rs[0]["ns_per_pair"]))
     if kind == "rss":
         return f"{int(rs[0]['peak_rss_kb']) / 1024:.1f}"
+    if kind == "rss-end":
+        if not rs[0].get("end_rss_kb"):
+            missing.append(f"{kind} {workload}@{threads} {names[0]}")
+            return "?"
+        return mib(rs[0]["end_rss_kb"])
+    if kind == "ms":
+        return fmt_ms(float(rs[0]["ns_per_pair"]))
     if kind == "ratio":
         v = float(rs[0]["ns_per_pair"]) / float(rs[1]["ns_per_pair"])
         return f"{v:.2f}×" if v < 10 else f"{v:.1f}×"
@@ -263,6 +353,13 @@ def plot(rows):
     written = []
     for workload, group in sorted(by_workload(rows).items()):
         counts = sorted({int(r["threads"]) for r in group})
+        if bigblock_kind(workload):
+            fig = plot_bigblock(plt, workload, group)
+            out = RESULTS / (workload.replace("/", "_") + ".png")
+            fig.savefig(out, dpi=90)
+            plt.close(fig)
+            written.append(out.name)
+            continue
         fig, ax = plt.subplots(figsize=(8, 4.5))
         if len(counts) == 1:
             group = sorted(group, key=lambda r: float(r["ns_per_pair"]))
@@ -324,6 +421,37 @@ def plot(rows):
     return written
 
 
+def plot_bigblock(plt, workload, group):
+    """Two panels: the time of the whole pattern, and the memory figure the workload is about
+    (peak RSS for the growth and the calloc, the RSS at the end for release-*), each on a log
+    scale where the rows span more than a factor 30."""
+    memory = BIGBLOCK[bigblock_kind(workload)] or "peak_rss_kb"
+    group = sorted(group, key=lambda r: float(r["ns_per_pair"]))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
+    names = [r["allocator"] for r in group]
+    colors = ["tab:red" if n.startswith("step") else "tab:blue" for n in names]
+    panels = [(left, [float(r["ns_per_pair"]) / 1e6 for r in group], "ms for the whole pattern"),
+              (right, [int(r[memory] or 0) / 1024 for r in group],
+               f"{MEMORY_LABELS[memory]}, MiB")]
+    for ax, values, label in panels:
+        ax.barh(names, values, color=colors)
+        ax.invert_yaxis()
+        positive = [v for v in values if v > 0]
+        if positive and max(positive) / min(positive) > 30:
+            ax.set_xscale("log")
+        ax.set_xlabel(label + " (lower is better)")
+        for y, v in enumerate(values):
+            ax.text(v, y, f" {v:.0f}" if v >= 100 else f" {v:.1f}" if v >= 10 else f" {v:.2f}",
+                    va="center", fontsize=8)
+    for y, r in enumerate(group):
+        if r.get("stopped_at_kb"):
+            left.text(float(r["ns_per_pair"]) / 1e6, y, "  stopped", va="bottom", fontsize=7)
+    right.set_yticks(range(len(names)), [""] * len(names))
+    fig.suptitle(f"{workload}")
+    fig.tight_layout()
+    return fig
+
+
 def machine_cores():
     path = RESULTS / "machine.json"
     return json.loads(path.read_text())["cores"] if path.exists() else "?"
@@ -339,7 +467,10 @@ def write_index(rows, instr, plots):
              "apart, not days. `ns per pair` is the wall time of all threads divided by all "
              "alloc+free pairs (median of the repetitions); peak RSS is the benchmark process's "
              "high-water mark (VmHWM, read by the process itself), its own few MiB included; "
-             "the `baseline` row never reuses memory within a round, so its RSS is no floor. See "
+             "the `baseline` row never reuses memory within a round, so its RSS is no floor. "
+             "The big-block workloads of step 06 (`realloc-grow`, `calloc-sparse`, `release-64k`, "
+             "`release-1m`) run one whole pattern once per process: their tables give its time in "
+             "ms and the memory figure each is about beside glibc's. See "
              "[../benchmarking.md](../benchmarking.md).\n",
              "![headline](headline.png)\n", "<!-- results headline -->\n<!-- /results -->\n"]
     for workload in sorted(by_workload(rows)):

@@ -1,7 +1,8 @@
 // Step 06 on the shared harness: the three-tier allocator on every workload where a general
-// malloc is judged (W1 rational, W2 shuffle64, W3 mt512, W4 sizes, W5 xthread, and the
-// large-block workload), beside glibc and every preloaded malloc, the in-process peers, and
-// step 05's object pool where a fixed-size pool fits (W2, W5).
+// malloc is judged (W1 rational, W2 shuffle64, W3 mt512, W4 sizes, W5 xthread, the large-block
+// workload, and the big-block patterns: realloc growth, a sparse calloc, memory given back after
+// a peak), beside glibc and every preloaded malloc, the in-process peers, and step 05's object
+// pool where a fixed-size pool fits (W2, W5).
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include "tierpool/tierpool.h"
 #include "tierpool_bench/peers.h"
+#include "tierpool_bench/workload_bigblock.h"
 #include "tierpool_bench/workload_large.h"
 
 #if TIERPOOL_HAVE_STEP05
@@ -18,11 +20,16 @@
 namespace {
 
 // The workloads know each block's size, so they free with the sized call, as C++ sized delete
-// does: no page-map lookup.
+// does: no page-map lookup. The C++ API has no realloc or calloc: the big-block workloads get them
+// from the C API (tierpool_realloc, tierpool_calloc), the same allocator.
 struct TierpoolAllocator {
   void* Allocate(std::size_t bytes) { return tierpool::ConcurrentAlloc(bytes); }
   void Deallocate(void* p, std::size_t bytes) { tierpool::ConcurrentFree(p, bytes); }
   void EndRound() {}
+  void* Reallocate(void* p, std::size_t, std::size_t new_bytes) {
+    return tierpool_realloc(p, new_bytes);
+  }
+  void* AllocateZeroed(std::size_t bytes) { return tierpool_calloc(1, bytes); }
 };
 
 // The same with free(ptr) alone: the size comes from the page map, as for C's free().
@@ -56,6 +63,8 @@ struct SharedLibraryApi {
   void* (*allocate)(std::size_t) = nullptr;
   void (*free)(void*) = nullptr;
   void (*free_sized)(void*, std::size_t) = nullptr;
+  void* (*reallocate)(void*, std::size_t) = nullptr;
+  void* (*calloc)(std::size_t, std::size_t) = nullptr;
 };
 
 // The table the dynamic loader fills for a linked program (its GOT): filled once, by the first
@@ -79,6 +88,12 @@ TIERPOOL_PLT_STUB void SharedFree(void* p) {
 }
 TIERPOOL_PLT_STUB void SharedFreeSized(void* p, std::size_t bytes) {
   shared_api.free_sized(p, bytes);
+}
+TIERPOOL_PLT_STUB void* SharedReallocate(void* p, std::size_t bytes) {
+  return shared_api.reallocate(p, bytes);
+}
+TIERPOOL_PLT_STUB void* SharedCalloc(std::size_t n, std::size_t bytes) {
+  return shared_api.calloc(n, bytes);
 }
 
 [[noreturn]] void SharedLibraryFailed(const char* error) {
@@ -106,6 +121,11 @@ void LoadSharedLibraryApi() {
   shared_api.free = SharedLibrarySymbol<Free>(library, "_ZN8tierpool14ConcurrentFreeEPv");
   shared_api.free_sized =
       SharedLibrarySymbol<FreeSized>(library, "_ZN8tierpool14ConcurrentFreeEPvm");
+  // realloc and calloc: the C API's (tierpool_realloc, tierpool_calloc), C names.
+  using Reallocate = void* (*)(void*, std::size_t);
+  using Calloc = void* (*)(std::size_t, std::size_t);
+  shared_api.reallocate = SharedLibrarySymbol<Reallocate>(library, "tierpool_realloc");
+  shared_api.calloc = SharedLibrarySymbol<Calloc>(library, "tierpool_calloc");
 }
 
 // Frees the way the program under the preloaded row frees: with the size for W1 (C++ sized
@@ -122,6 +142,10 @@ struct TierpoolSharedAllocator {
     }
   }
   void EndRound() {}
+  void* Reallocate(void* p, std::size_t, std::size_t new_bytes) {
+    return SharedReallocate(p, new_bytes);
+  }
+  void* AllocateZeroed(std::size_t bytes) { return SharedCalloc(1, bytes); }
 };
 #endif
 
@@ -164,6 +188,17 @@ const bool registered = [] {
   RegisterThreads<LargeWorkload, TierpoolAllocator>(kName, {1, 4});
   RegisterPeers<LargeWorkload>({1, 4}, kMallocPeers);
 
+  // The big-block patterns: one thread, one run in a fresh process each. The malloc rows only:
+  // the baseline has no realloc or calloc (RegisterPeers leaves it out).
+  Register<GrowWorkload, TierpoolAllocator>(kName, 1);
+  RegisterPeers<GrowWorkload>({1}, kMallocPeers);
+  Register<CallocSparseWorkload, TierpoolAllocator>(kName, 1);
+  RegisterPeers<CallocSparseWorkload>({1}, kMallocPeers);
+  Register<Release64kWorkload, TierpoolAllocator>(kName, 1);
+  RegisterPeers<Release64kWorkload>({1}, kMallocPeers);
+  Register<Release1mWorkload, TierpoolAllocator>(kName, 1);
+  RegisterPeers<Release1mWorkload>({1}, kMallocPeers);
+
 #if defined(TIERPOOL_SHARED_LIBRARY)
   constexpr const char* kShared = "step06-tierpool-shared";
   using Sized = TierpoolSharedAllocator<true>;
@@ -174,6 +209,10 @@ const bool registered = [] {
   RegisterThreads<Shuffle64Workload, Unsized>(kShared, {1, 2, 4, 8, 16});
   Register<XthreadWorkload, Unsized>(kShared, 2);
   RegisterThreads<LargeWorkload, Unsized>(kShared, {1, 4});
+  Register<GrowWorkload, Unsized>(kShared, 1);
+  Register<CallocSparseWorkload, Unsized>(kShared, 1);
+  Register<Release64kWorkload, Unsized>(kShared, 1);
+  Register<Release1mWorkload, Unsized>(kShared, 1);
 #endif
 
 #if TIERPOOL_HAVE_STEP05

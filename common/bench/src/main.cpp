@@ -7,6 +7,10 @@
 //                                          runner puts under callgrind to count instructions
 //   <binary> --tierpool_malloc_provider    which shared object really serves malloc here
 //
+// Counters of every entry in the JSON: ns_per_pair, pairs_per_iteration, peak_rss_kib (VmHWM
+// after the last repetition), and whatever the workload measured itself (RunResult::counters,
+// e.g. end_rss_kib, the resident set at the end of the big-block workloads).
+//
 // Google Benchmark's own flags (--benchmark_filter, --benchmark_repetitions, ...) pass through.
 #include <dlfcn.h>
 
@@ -15,6 +19,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "benchmark/benchmark.h"
@@ -54,25 +59,29 @@ double PeakRssKiB() {
 
 void RunGoogleBenchmark(int argc, char** argv) {
   for (const Entry& entry : Registry()) {
-    benchmark::RegisterBenchmark(
-        entry.Name().c_str(),
-        [&entry](benchmark::State& state) {
+    benchmark::internal::Benchmark* benchmark =
+        benchmark::RegisterBenchmark(entry.Name().c_str(), [&entry](benchmark::State& state) {
           Session session = entry.open();
           std::uint64_t pairs = 0;
           std::uint64_t wall_ns = 0;
+          std::vector<std::pair<std::string, double>> counters;
           for (auto _ : state) {
             RunResult result = session(RunOptions{});
             state.SetIterationTime(double(result.wall_ns) * 1e-9);
             pairs += result.pairs;
             wall_ns += result.wall_ns;
+            counters = std::move(result.counters);
           }
           state.counters["ns_per_pair"] = pairs ? double(wall_ns) / double(pairs) : 0.0;
           state.counters["pairs_per_iteration"] =
               state.iterations() ? double(pairs) / double(state.iterations()) : 0.0;
           state.counters["peak_rss_kib"] = PeakRssKiB();
-        })
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond);
+          for (const auto& [name, value] : counters)
+            state.counters[name] = value;
+        });
+    benchmark->UseManualTime()->Unit(benchmark::kMillisecond);
+    // Overrides --benchmark_repetitions and --benchmark_min_time for this entry only.
+    if (entry.one_shot) benchmark->Iterations(1)->Repetitions(1);
   }
   benchmark::AddCustomContext("malloc_provider", MallocProvider());
   benchmark::Initialize(&argc, argv);

@@ -10,6 +10,10 @@
 //   void* Allocate(std::size_t bytes);
 //   void  Deallocate(void* p, std::size_t bytes);
 //   void  EndRound();        // called by each thread after it freed everything of a round
+// and, for the big-block workloads only (workload_bigblock.h), what every malloc has beside them:
+//   void* Reallocate(void* p, std::size_t old_bytes, std::size_t new_bytes);   // realloc
+//   void* AllocateZeroed(std::size_t bytes);                                    // calloc
+// An allocator without these two is not registered on those workloads (RegisterPeers).
 #pragma once
 
 #include <sys/mman.h>
@@ -29,6 +33,10 @@ struct MallocAllocator {
   void* Allocate(std::size_t bytes) { return std::malloc(bytes); }
   void Deallocate(void* p, std::size_t) { std::free(p); }
   void EndRound() {}
+  void* Reallocate(void* p, std::size_t, std::size_t new_bytes) {
+    return std::realloc(p, new_bytes);
+  }
+  void* AllocateZeroed(std::size_t bytes) { return std::calloc(1, bytes); }
 };
 
 class BaselineAllocator {

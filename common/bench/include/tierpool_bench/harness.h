@@ -6,9 +6,12 @@
 // (see workloads.h) and the peers (see peers.h); it never copies a workload.
 #pragma once
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -27,8 +30,15 @@ struct RunOptions {
 // What one run reports: alloc+free pairs done by all threads together, and the wall time of the
 // timed part (set-up such as precomputing random sizes is outside it).
 struct RunResult {
+  RunResult() = default;
+  RunResult(std::uint64_t pairs_done, std::uint64_t wall) : pairs(pairs_done), wall_ns(wall) {}
+
   std::uint64_t pairs = 0;
   std::uint64_t wall_ns = 0;
+  // Figures beyond time that a workload measures itself (the resident set at its end, how often
+  // a block moved): main.cpp reports each as a Google Benchmark counter of that name, with the
+  // value of the entry's last iteration.
+  std::vector<std::pair<std::string, double>> counters;
 };
 
 // An open benchmark: it owns the allocator under test for as long as the benchmark runs.
@@ -39,6 +49,10 @@ struct Entry {
   std::string allocator;  // e.g. "step05-objectpool", "malloc", "baseline"
   int threads = 1;
   std::function<Session()> open;
+  // One iteration and one repetition per process, whatever the runner asks for: a workload whose
+  // figures are the process's resident set says so with `static constexpr bool kOneShot = true`
+  // (a second run would start from the heap the first one left).
+  bool one_shot = false;
 
   std::string Name() const {
     return workload + "/" + allocator + "/threads:" + std::to_string(threads);
@@ -51,13 +65,16 @@ std::vector<Entry>& Registry();
 // benchmark starts and destroyed when it ends (so a pool that dies is part of what is tested).
 template <class Workload, class Alloc, class... Args>
 void Register(std::string allocator, int threads, Args... args) {
-  Registry().push_back(
-      Entry{std::string(Workload::kName), std::move(allocator), threads, [=]() -> Session {
-              auto alloc = std::make_shared<Alloc>(args...);
-              return [alloc, threads](const RunOptions& options) {
-                return Workload::Run(*alloc, threads, options);
-              };
-            }});
+  bool one_shot = false;
+  if constexpr (requires { Workload::kOneShot; }) one_shot = Workload::kOneShot;
+  Registry().push_back(Entry{std::string(Workload::kName), std::move(allocator), threads,
+                             [=]() -> Session {
+                               auto alloc = std::make_shared<Alloc>(args...);
+                               return [alloc, threads](const RunOptions& options) {
+                                 return Workload::Run(*alloc, threads, options);
+                               };
+                             },
+                             one_shot});
 }
 
 template <class Workload, class Alloc, class... Args>
@@ -98,6 +115,19 @@ inline std::uint64_t NowNs() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::steady_clock::now().time_since_epoch())
                                         .count());
+}
+
+// The process's resident set now (not its peak), in KiB: the second field of /proc/self/statm,
+// in pages. 0 where /proc is not there.
+inline double CurrentRssKiB() {
+  std::FILE* statm = std::fopen("/proc/self/statm", "r");
+  if (statm == nullptr) return 0.0;
+  unsigned long long size = 0;
+  unsigned long long resident = 0;
+  const int fields = std::fscanf(statm, "%llu %llu", &size, &resident);
+  std::fclose(statm);
+  if (fields != 2) return 0.0;
+  return double(resident) * double(sysconf(_SC_PAGESIZE)) / 1024.0;
 }
 
 // Keeps the compiler from dropping stores into memory it can prove is never read.

@@ -15,6 +15,7 @@
 #include <ext/mt_allocator.h>
 #include <ext/pool_allocator.h>
 
+#include <concepts>
 #include <memory_resource>
 #include <stdexcept>
 
@@ -92,8 +93,24 @@ constexpr std::size_t FixedSizeOf() {
 }
 }  // namespace detail
 
+// Whether `Workload` can run on `Alloc`. A workload that needs more than Allocate/Deallocate/
+// EndRound (the big-block ones need realloc and calloc) constrains its Run, so a peer without
+// those calls fails this test instead of the build.
+template <class Workload, class Alloc>
+concept RunsOn = requires(Alloc& alloc, const RunOptions& options) {
+  { Workload::Run(alloc, 1, options) } -> std::same_as<RunResult>;
+};
+
+namespace detail {
+template <class Workload, class Alloc>
+void RegisterIfRuns(const char* name, int threads) {
+  if constexpr (RunsOn<Workload, Alloc>) Register<Workload, Alloc>(name, threads);
+}
+}  // namespace detail
+
 // Registers the peers of `Workload` at each thread count. One-thread-only peers are registered
-// only where threads == 1 and the workload really has one thread.
+// only where threads == 1 and the workload really has one thread; a peer that lacks a call the
+// workload needs (RunsOn) is not registered.
 template <class Workload>
 void RegisterPeers(std::initializer_list<int> thread_counts, unsigned peers = kAllPeers) {
   constexpr bool kCrossThread = std::is_same_v<Workload, XthreadWorkload>;
@@ -104,8 +121,8 @@ void RegisterPeers(std::initializer_list<int> thread_counts, unsigned peers = kA
         Register<Workload, GlobalNewFactory>("malloc", threads);
         Register<Workload, AllocatorFactory<BaselineAllocator>>("baseline", threads);
       } else {
-        Register<Workload, MallocAllocator>("malloc", threads);
-        Register<Workload, BaselineAllocator>("baseline", threads);
+        detail::RegisterIfRuns<Workload, MallocAllocator>("malloc", threads);
+        detail::RegisterIfRuns<Workload, BaselineAllocator>("baseline", threads);
       }
     }
     auto add = [&]<class Alloc>(const char* name, bool any_threads) {
@@ -113,7 +130,7 @@ void RegisterPeers(std::initializer_list<int> thread_counts, unsigned peers = kA
       if constexpr (std::is_same_v<Workload, RationalWorkload>) {
         Register<Workload, AllocatorFactory<Alloc>>(name, threads);
       } else {
-        Register<Workload, Alloc>(name, threads);
+        detail::RegisterIfRuns<Workload, Alloc>(name, threads);
       }
     };
     if (peers & kPmrPeers) {
