@@ -10,7 +10,8 @@
 #   make perf-diff A=step01-rational-freelist B=step02-template-pool
 #   make results                          regenerate tables and plots from the last CSV
 #   make install [PREFIX=/usr/local]      step06's libtierpool (.so, .a), header, CMake package,
-#                                         pkg-config file
+#                                         pkg-config file: builds only those, in build/install
+#                                         (no tests, no benchmarks, no package installs)
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -59,8 +60,8 @@ perf: deps-bench release
 perf-diff: deps-bench release
 	@scripts/perf.sh diff "$(A)" "$(B)"
 
-install: release
-	@cmake --install build/release --prefix "$(PREFIX)" --component tierpool
+install:
+	@scripts/install.sh "$(PREFIX)" $(JOBS)
 
 format:
 	@git ls-files '*.cpp' '*.h' '*.c' | xargs clang-format -i

@@ -2,7 +2,13 @@
 // blocks, realloc/calloc, hardened checks and fork.
 #include "allocator.h"
 
+#include <linux/futex.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -61,7 +67,9 @@ void DestroyThreadCache(void* arg) {
   ThreadCacheMemory* memory = tc->memory;
   tc->~ThreadCache();
   g.cache_pool.Delete(memory);
+  // A thread's exit is a moment to look at once: what it gave back may be all there is.
   ReleaseIdleMemory();
+  Tick();
 }
 
 [[noreturn]] void ReportBadFree(const void* ptr) {
@@ -80,11 +88,114 @@ Span* LargeSpanOf(const void* ptr) {
   return span;
 }
 
-void FreeLarge(Span* span) {
+void FreeLarge(Span* span, FreedPages pages = FreedPages::kRecent) {
   ToolsOnFree(span->start(), span->bytes());
   Globals& g = G();
   g.page_heap.AccountLarge(-static_cast<std::ptrdiff_t>(span->bytes()));
-  g.page_heap.Delete(span);
+  g.page_heap.Delete(span, pages);
+  Tick();
+}
+
+// A whole span of at least `size` bytes for the user, `room` pages left free after it where
+// possible (see PageHeap::New); nullptr + ENOMEM when it cannot be had.
+Span* NewLargeSpan(std::size_t size, std::size_t alignment, std::size_t room = 0) {
+  if (size > kMaxRequest || alignment > kMaxRequest) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  EnsureInit();
+  Globals& g = G();
+  std::size_t pages = (size + kPageSize - 1) >> kPageShift;
+  if (pages == 0) pages = 1;
+  Span* span = alignment > kPageSize
+                   ? g.page_heap.NewAligned(pages, alignment >> kPageShift, SpanState::kLarge)
+                   : g.page_heap.New(pages, SpanState::kLarge, room);
+  if (span == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  g.page_heap.AccountLarge(static_cast<std::ptrdiff_t>(span->bytes()));
+  ToolsOnAllocate(span->start(), span->bytes());
+  Tick();
+  return span;
+}
+
+// --- The release thread -------------------------------------------------------------------------
+// Started by Tick on first need, after the process's constructors began (never from the loader's
+// own early calls), with every signal blocked (signals are for the program's threads). It sleeps
+// on a futex until there is free memory waiting for its delay, then looks at the clock until the
+// page heap has no backed free span left, and sleeps again. A fork child starts without it.
+
+// How often the central lists are looked at for batches nobody takes.
+constexpr std::uint64_t kDrainLookMs = 4 * kReleaseDelayMs;
+
+enum ReleaseThreadState : int { kThreadNone = 0, kThreadRunning = 1, kThreadOff = 2 };
+std::atomic<int> release_thread_state{kThreadNone};
+std::atomic<std::uint32_t> release_work{0};  // the futex word: 1 when there is work
+std::atomic<bool> process_started{false};
+// Whether the process had other threads when it last forked (see ForkChild).
+bool forked_with_threads = false;
+
+__attribute__((constructor)) void MarkProcessStarted() {
+  process_started.store(true, std::memory_order_release);
+}
+
+// Sleeps until Tick says there is work, or `ms` milliseconds (0: no limit) have passed.
+void WaitForWork(std::uint64_t ms) {
+  timespec timeout{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000};
+  const int saved_errno = errno;
+  syscall(SYS_futex, &release_work, FUTEX_WAIT_PRIVATE, 0, ms != 0 ? &timeout : nullptr, nullptr,
+          0);
+  errno = saved_errno;
+}
+
+void* ReleaseThreadMain(void*) {
+  Globals& g = G();
+  for (;;) {
+    while (release_work.exchange(0, std::memory_order_acq_rel) == 0)
+      WaitForWork(0);
+    // Until the page heap has no backed free span left, and two looks at the central lists in
+    // a row found nothing new for it (the first look notes which batches were taken, the second
+    // drains those nobody took since). New frees meanwhile wake the thread at once.
+    for (int quiet_looks = 0; quiet_looks < 2;) {
+      const std::uint64_t expiry = g.page_heap.NextExpiryMs();
+      const std::uint64_t now = NowMs();
+      if (expiry == 0) {
+        WaitForWork(kDrainLookMs);
+        ++quiet_looks;
+      } else {
+        // The coarse clock ticks every few milliseconds: a span that is not due yet when the
+        // thread wakes costs one more short wait.
+        WaitForWork(expiry > now ? expiry - now : 1);
+        quiet_looks = 0;
+      }
+      if (release_work.exchange(0, std::memory_order_acq_rel) != 0) quiet_looks = 0;
+      ReleaseIdleMemory();
+    }
+  }
+  return nullptr;
+}
+
+void StartReleaseThread() {
+  int expected = kThreadNone;
+  if (!release_thread_state.compare_exchange_strong(expected, kThreadRunning,
+                                                    std::memory_order_acq_rel))
+    return;
+  const int saved_errno = errno;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  pthread_t thread;
+  if (pthread_create(&thread, &attr, ReleaseThreadMain, nullptr) != 0) {
+    release_thread_state.store(kThreadOff, std::memory_order_release);  // clock: slow paths only
+  }
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = saved_errno;
 }
 
 // Without a thread cache (thread exiting, or the OS refused memory for one): go to the central
@@ -109,7 +220,7 @@ void FreeUncached(void* ptr, std::uint32_t cl) {
 
 Globals::Globals() : page_heap(page_map, span_pool) {
   for (std::uint32_t cl = 1; cl < kNumClasses; ++cl)
-    central[cl].Init(cl, &page_heap, &page_map);
+    central[cl].Init(cl, &page_heap, &page_map, central, transfer_slots[cl]);
 }
 
 Globals& G() {
@@ -122,7 +233,10 @@ void InitSlow() {
     if constexpr (kHardened) free_list_key = tierpool_common::RandomLinkKey();
     ToolsCreatePool();
     Globals* g = ::new (globals_storage) Globals();
-    pthread_key_create(&g->thread_exit_key, DestroyThreadCache);
+    g->thread_exit_key_ok = pthread_key_create(&g->thread_exit_key, DestroyThreadCache) == 0;
+    const char* thread = getenv("TIERPOOL_RELEASE_THREAD");
+    if (thread != nullptr && thread[0] == '0' && thread[1] == '\0')
+      release_thread_state.store(kThreadOff, std::memory_order_relaxed);
     init_state.store(2, std::memory_order_release);
     return;
   }
@@ -153,6 +267,7 @@ ThreadCache* GetOrCreateCache() {
   if (tls_state != kNoCache) return nullptr;
   EnsureInit();
   Globals& g = G();
+  if (!g.thread_exit_key_ok) return nullptr;
   tls_state = kCreatingCache;
   ThreadCacheMemory* memory = g.cache_pool.New();
   ThreadCache* tc = memory != nullptr ? PlaceThreadCache(memory, &tls_cache) : nullptr;
@@ -182,6 +297,7 @@ void* AllocateRefill(ThreadCache* tc, std::uint32_t cl) {
     return AllocateClass(tc, cl);
   }
   void* ptr = tc->FetchFromCentral(cl);
+  Tick();
   if (TIERPOOL_UNLIKELY(ptr == nullptr)) {
     errno = ENOMEM;
     return nullptr;
@@ -200,29 +316,14 @@ void PushFull(ThreadCache* tc, void* ptr, std::uint32_t cl) {
     return PushChecked(tc, ptr, cl);
   }
   tc->MakeRoom(cl);
+  Tick();
   if (tc->room(cl) > 0) return PushChecked(tc, ptr, cl);
   FreeUncached(ptr, cl);  // the budget is spent and this list has a limit of 0
 }
 
 void* AllocateLarge(std::size_t size, std::size_t alignment) {
-  if (size > kMaxRequest || alignment > kMaxRequest) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  EnsureInit();
-  Globals& g = G();
-  std::size_t pages = (size + kPageSize - 1) >> kPageShift;
-  if (pages == 0) pages = 1;
-  Span* span = alignment > kPageSize
-                   ? g.page_heap.NewAligned(pages, alignment >> kPageShift, SpanState::kLarge)
-                   : g.page_heap.New(pages, SpanState::kLarge);
-  if (span == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  g.page_heap.AccountLarge(static_cast<std::ptrdiff_t>(span->bytes()));
-  ToolsOnAllocate(span->start(), span->bytes());
-  return span->start();
+  Span* span = NewLargeSpan(size, alignment);
+  return span != nullptr ? span->start() : nullptr;
 }
 
 void FreeSlow(void* ptr) {
@@ -260,6 +361,14 @@ void* Calloc(std::size_t n, std::size_t size) {
     errno = ENOMEM;
     return nullptr;
   }
+  if (total > kMaxSmallSize) {
+    // Pages fresh from the OS, or given back to it, read as zero: clearing them would only make
+    // every page of a big sparse table resident.
+    Span* span = NewLargeSpan(total, kPageSize);
+    if (span == nullptr) return nullptr;
+    if (!span->zeroed || kToolsWatchMemory) std::memset(span->start(), 0, total);
+    return span->start();
+  }
   void* ptr = Allocate(total);
   if (ptr != nullptr) std::memset(ptr, 0, total);
   return ptr;
@@ -277,6 +386,37 @@ std::size_t UsableSize(const void* ptr) {
   return span->bytes();
 }
 
+namespace {
+
+// The block at `ptr` (`old_usable` bytes) to a fresh one of `size` bytes, by copying.
+void* ReallocByCopy(void* ptr, std::size_t old_usable, std::size_t size) {
+  void* fresh = Allocate(size);
+  if (fresh == nullptr) return nullptr;  // errno is ENOMEM, ptr untouched
+  std::memcpy(fresh, ptr, size < old_usable ? size : old_usable);
+  Free(ptr);
+  return fresh;
+}
+
+// A large block that needs more pages than follow it: to a new span with as much room again
+// after it (so a buffer grown step by step moves O(log n) times, not once per step), its pages
+// moved there by the kernel rather than copied when it is big.
+void* MoveLarge(Span* span, std::size_t size) {
+  const std::size_t old_bytes = span->bytes();
+  const std::size_t pages = (size + kPageSize - 1) >> kPageShift;
+  Span* fresh = NewLargeSpan(size, kPageSize, pages);
+  if (fresh == nullptr) return nullptr;
+  if (!kToolsWatchMemory && old_bytes >= kMovePagesMinBytes &&
+      OsMovePages(span->start(), fresh->start(), old_bytes)) {
+    FreeLarge(span, FreedPages::kZero);
+  } else {
+    std::memcpy(fresh->start(), span->start(), old_bytes);
+    FreeLarge(span);
+  }
+  return fresh->start();
+}
+
+}  // namespace
+
 void* Realloc(void* ptr, std::size_t size) {
   if (ptr == nullptr) return Allocate(size);
   if (size > kMaxRequest) {
@@ -284,24 +424,26 @@ void* Realloc(void* ptr, std::size_t size) {
     return nullptr;
   }
   const std::uint32_t cl = page_map.ClassOf(ptr);
-  std::size_t old_usable;
   if (cl != 0) {
     // Stay in place only within the same class: a later sized free with the new size must find
     // the class the block really lives in.
     if (size <= kMaxSmallSize && SizeToClass(size) == cl) return ptr;
-    old_usable = ClassSize(cl);
-  } else {
-    const Span* span = LargeSpanOf(ptr);
-    if (span == nullptr) ReportBadFree(ptr);
-    old_usable = span->bytes();
-    // A large block shrinks in place down to half its pages (never into class range).
-    if (size > kMaxSmallSize && size <= old_usable && size >= old_usable / 2) return ptr;
+    return ReallocByCopy(ptr, ClassSize(cl), size);
   }
-  void* fresh = Allocate(size);
-  if (fresh == nullptr) return nullptr;  // errno is ENOMEM, ptr untouched
-  std::memcpy(fresh, ptr, size < old_usable ? size : old_usable);
-  Free(ptr);
-  return fresh;
+  Span* span = LargeSpanOf(ptr);
+  if (span == nullptr) ReportBadFree(ptr);
+  if (size <= kMaxSmallSize) return ReallocByCopy(ptr, span->bytes(), size);
+  // In place when the pages after it are free (growing) or always (shrinking: the tail goes
+  // back to the page heap, and to the OS after the release delay).
+  const std::size_t old_bytes = span->bytes();
+  if (G().page_heap.Resize(span, (size + kPageSize - 1) >> kPageShift)) {
+    G().page_heap.AccountLarge(static_cast<std::ptrdiff_t>(span->bytes()) -
+                               static_cast<std::ptrdiff_t>(old_bytes));
+    ToolsOnResize(ptr, old_bytes, span->bytes());
+    Tick();
+    return ptr;
+  }
+  return MoveLarge(span, size);
 }
 
 void FlushThreadCache() {
@@ -311,22 +453,58 @@ void FlushThreadCache() {
 
 void ReleaseIdleMemory() {
   Globals& g = G();
-  // At most four times per release delay: a class whose batches nobody took since the previous
-  // look has them drained to its spans (which may then go back to the page heap).
+  // Every few release delays: a class whose batches nobody took since the previous look has them
+  // drained to its spans (which may then go back to the page heap, as long idle).
   static std::atomic<std::uint64_t> last_look_ms{0};
   const std::uint64_t now = NowMs();
   std::uint64_t last = last_look_ms.load(std::memory_order_relaxed);
-  if (now - last >= kReleaseDelayMs / 4 &&
+  if (now - last >= kDrainLookMs &&
       last_look_ms.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-    bool drained = false;
     for (std::uint32_t cl = 1; cl < kNumClasses; ++cl)
-      drained |= g.central[cl].DrainIfIdle();
-    if (drained) {
-      g.page_heap.ReleaseExpired(/*look_now=*/true);
-      return;
-    }
+      g.central[cl].DrainIfIdle();
   }
   g.page_heap.ReleaseExpired();
+}
+
+void Tick() {
+  if (init_state.load(std::memory_order_acquire) != 2) return;
+  Globals& g = G();
+  if (g.page_heap.FreeBackedBytes() >= kReleaseThreadMinBytes &&
+      release_work.load(std::memory_order_relaxed) == 0) {
+    const int state = release_thread_state.load(std::memory_order_acquire);
+    if (state == kThreadRunning) {
+      release_work.store(1, std::memory_order_release);
+      syscall(SYS_futex, &release_work, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+    } else if (state == kThreadNone && process_started.load(std::memory_order_acquire)) {
+      release_work.store(1, std::memory_order_release);
+      StartReleaseThread();
+    }
+  }
+  // The clock itself is read on one slow path in 16 of each thread: reading it costs more than
+  // the rest of a slow path's bookkeeping.
+  static __thread std::uint32_t slow_paths TIERPOOL_INITIAL_EXEC = 0;
+  if ((++slow_paths & 15) != 0) return;
+  static std::atomic<std::uint64_t> last_tick_ms{0};
+  const std::uint64_t now = NowMs();
+  std::uint64_t last = last_tick_ms.load(std::memory_order_relaxed);
+  if (now - last >= kReleaseDelayMs / 4 &&
+      last_tick_ms.compare_exchange_strong(last, now, std::memory_order_relaxed))
+    ReleaseIdleMemory();
+}
+
+std::size_t ReleaseFreeMemory() {
+  EnsureInit();
+  Globals& g = G();
+  if (tls_cache != &empty_cache) tls_cache->ReleaseAll();
+  for (std::uint32_t cl = 1; cl < kNumClasses; ++cl)
+    g.central[cl].DrainIfIdle(/*all=*/true);
+  const PageHeapStats before = g.page_heap.Stats();
+  g.page_heap.Trim();
+  const PageHeapStats after = g.page_heap.Stats();
+  // Other threads may free meanwhile: a counter that grew counts as nothing given back.
+  const auto given_back = [](std::size_t was, std::size_t is) { return was > is ? was - is : 0; };
+  return given_back(before.free_backed_bytes, after.free_backed_bytes) +
+         given_back(before.mapped_bytes, after.mapped_bytes);
 }
 
 // --- Hardened checks ------------------------------------------------------------------------
@@ -385,6 +563,8 @@ void ForkPrepare() {
   EnsureInit();
   Globals& g = G();
   g.registry_lock.Lock();
+  forked_with_threads =
+      g.thread_caches > 1 || release_thread_state.load(std::memory_order_relaxed) == kThreadRunning;
   for (std::uint32_t cl = 1; cl < kNumClasses; ++cl)
     g.central[cl].lock().Lock();
   g.page_heap.lock().Lock();
@@ -421,6 +601,15 @@ void ForkChild() {
   if (mine != nullptr) mine->registry_next = mine->registry_prev = nullptr;
   UpdateThreadBudgetLocked(g);
   g.registry_lock.ResetAfterFork();
+  // The release thread did not come along. The child of a single-threaded process starts its
+  // own when it needs one (a server's pre-forked workers); the child of a multi-threaded one may
+  // only call async-signal-safe functions until it execs (POSIX), and pthread_create is not one:
+  // it gives memory back from its own slow paths only.
+  if (release_thread_state.load(std::memory_order_relaxed) != kThreadOff) {
+    release_thread_state.store(forked_with_threads ? kThreadOff : kThreadNone,
+                               std::memory_order_relaxed);
+  }
+  release_work.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS

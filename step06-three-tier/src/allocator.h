@@ -34,12 +34,18 @@ struct Globals {
   FixedPool<ThreadCacheMemory> cache_pool;
   PageHeap page_heap;
   CentralFreeList central[kNumClasses];
+  // The central lists' transfer slots. No initializer: the storage is zero already, and only the
+  // pages of the slots in use are ever touched.
+  CentralFreeList::Batch transfer_slots[kNumClasses][CentralFreeList::kMaxTransferSlots];
   SpinLock registry_lock;
   ThreadCache* registry_head = nullptr;
   std::size_t thread_caches = 0;  // guarded by registry_lock
   // Each thread cache's share of kOverallThreadCacheBudget; caches read it in their slow paths.
   std::atomic<std::int64_t> thread_budget{static_cast<std::int64_t>(kMaxThreadCacheBudget)};
   pthread_key_t thread_exit_key{};
+  // false when pthread_key_create failed (the process used up its keys): then no thread gets a
+  // cache, since nothing would give it back at exit, and every call goes to the central lists.
+  bool thread_exit_key_ok = false;
 };
 
 // Zero-initialized .bss: valid before any code runs, and only touched pages cost memory.
@@ -57,6 +63,13 @@ TIERPOOL_ALWAYS_INLINE std::int64_t ThreadBudget() {
 // Gives back memory nobody used for a while: central batches untouched since the last look,
 // and page-heap spans free for longer than the release delay.
 void ReleaseIdleMemory();
+// The allocator's clock, from the slow paths (no allocator lock held): at most a few times per
+// release delay, ReleaseIdleMemory; and the release thread woken (or started) while free memory
+// waits for its delay.
+void Tick();
+// Everything free goes back now: the calling thread's cache, every central batch, every free
+// page (madvise) and every whole free region (munmap). The bytes given back.
+std::size_t ReleaseFreeMemory();
 
 // The calling thread's cache: a trivially destructible pointer with the initial-exec model, so
 // reading it is one %fs-relative load. It starts at &empty_cache (never null: no check on the

@@ -22,6 +22,7 @@ void tierpool_free(void* ptr) {
   impl::Free(ptr);
 }
 void tierpool_free_sized(void* ptr, size_t size) {
+  if (size == 0) return impl::Free(ptr);  // 0: the size is not known (tierpool.h)
   impl::FreeSized(ptr, size);
 }
 void* tierpool_aligned_alloc(size_t alignment, size_t size) {
@@ -47,6 +48,9 @@ int tierpool_owns(const void* ptr) {
 }
 void tierpool_thread_flush(void) {
   impl::FlushThreadCache();
+}
+size_t tierpool_release_free_memory(void) {
+  return impl::ReleaseFreeMemory();
 }
 void tierpool_fork_prepare(void) {
   impl::ForkPrepare();

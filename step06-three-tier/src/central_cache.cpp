@@ -6,7 +6,10 @@
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
 
-void CentralFreeList::Init(std::uint32_t size_class, PageHeap* page_heap, PageMap* page_map) {
+void CentralFreeList::Init(std::uint32_t size_class, PageHeap* page_heap, PageMap* page_map,
+                           CentralFreeList* all, Batch* slots) {
+  all_ = all;
+  slots_ = slots;
   size_class_ = size_class;
   object_size_ = kClasses[size_class].size;
   batch_ = kClasses[size_class].batch;
@@ -54,24 +57,28 @@ void CentralFreeList::InsertRange(void* first, void* second, int n) {
     return;
   }
   Span* emptied = nullptr;
-  ReleaseToSpansLocked(first, second, n, &emptied);
+  void* strays = nullptr;
+  ReleaseToSpansLocked(first, second, n, &emptied, &strays);
   lock_.Unlock();
   ReturnSpans(emptied, false);
+  ReturnStrays(strays);
 }
 
-bool CentralFreeList::DrainIfIdle() {
+bool CentralFreeList::DrainIfIdle(bool all) {
   lock_.Lock();
-  const bool idle = used_slots_ > 0 && slot_takes_ == slot_takes_seen_;
+  const bool idle = used_slots_ > 0 && (all || slot_takes_ == slot_takes_seen_);
   slot_takes_seen_ = slot_takes_;
   Span* emptied = nullptr;
+  void* strays = nullptr;
   if (idle) {
     while (used_slots_ > 0) {
       const Batch& batch = slots_[--used_slots_];
-      ReleaseToSpansLocked(batch.first, batch.second, batch_, &emptied);
+      ReleaseToSpansLocked(batch.first, batch.second, batch_, &emptied, &strays);
     }
   }
   lock_.Unlock();
   ReturnSpans(emptied, true);
+  ReturnStrays(strays);
   return idle;
 }
 
@@ -123,12 +130,23 @@ int CentralFreeList::FetchFromSpansLocked(void** first, void** second, int n) {
 // Pushes each object of the chain on its span's list; spans whose objects are all back are
 // unlinked and chained through `next` into *emptied, for the page heap (after our lock is
 // dropped).
-void CentralFreeList::ReleaseToSpansLocked(void* first, void* second, int n, Span** emptied) {
+void CentralFreeList::ReleaseToSpansLocked(void* first, void* second, int n, Span** emptied,
+                                           void** strays) {
   void* cursor[2] = {first, second};  // objects at even and odd positions
   for (int i = 0; i < n; ++i) {
     void* object = cursor[i & 1];
     cursor[i & 1] = LoadNextOfClass(object, *page_map_, size_class_);
     Span* span = page_map_->Get(reinterpret_cast<std::uintptr_t>(object) >> kPageShift);
+    if (TIERPOOL_UNLIKELY(span->size_class != size_class_)) {
+      // A sized free with a wrong size (undefined behaviour the hardened build reports) put it
+      // on this class's lists. Its span is another class's: it goes back there, so no span ever
+      // holds objects of two classes, and its class's counts, not ours, take it back.
+      StoreNext(object, *strays);
+      *strays = object;
+      free_objects_.fetch_sub(1, std::memory_order_relaxed);
+      out_objects_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
     StoreNext(object, span->free_list);
     span->free_list = object;
     if (--span->allocated == 0) {
@@ -167,6 +185,16 @@ Span* CentralFreeList::NewSpan() {
   return span;
 }
 
+void CentralFreeList::ReturnStrays(void* strays) {
+  while (strays != nullptr) {
+    void* object = strays;
+    strays = LoadNext(object);
+    const std::uint32_t cl = page_map_->ClassOf(object);
+    StoreNext(object, nullptr);
+    all_[cl].InsertRange(object, nullptr, 1);
+  }
+}
+
 void CentralFreeList::ReturnSpans(Span* emptied, bool long_idle) {
   while (emptied != nullptr) {
     Span* span = emptied;
@@ -174,7 +202,7 @@ void CentralFreeList::ReturnSpans(Span* emptied, bool long_idle) {
     for (std::uintptr_t page = span->first_page; page <= span->last_page(); ++page)
       page_map_->SetClass(page, 0);
     MarkUnusable(span->start(), span->bytes());
-    page_heap_->Delete(span, long_idle);
+    page_heap_->Delete(span, long_idle ? FreedPages::kIdle : FreedPages::kRecent);
   }
 }
 

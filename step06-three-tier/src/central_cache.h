@@ -29,20 +29,29 @@ class PageMap;
 class alignas(64) CentralFreeList {
  public:
   static constexpr int kMaxTransferSlots = 64;
+  struct Batch {  // a chain of batch_ objects
+    void* first;
+    void* second;
+  };
 
   CentralFreeList() = default;
   CentralFreeList(const CentralFreeList&) = delete;
   CentralFreeList& operator=(const CentralFreeList&) = delete;
-  void Init(std::uint32_t size_class, PageHeap* page_heap, PageMap* page_map);
+  // `all`: the central lists of every class, indexed by class (where a block freed with the
+  // wrong size is sent back to). `slots`: kMaxTransferSlots batches of storage, outside this
+  // object, so that making the 208 lists at start-up writes a few pages, not one 1 KiB array
+  // each (a preloaded `ls` paid 63 page faults for them).
+  void Init(std::uint32_t size_class, PageHeap* page_heap, PageMap* page_map, CentralFreeList* all,
+            Batch* slots);
 
   // Up to `n` objects as a chain starting *first, *second (*second null for one object).
   // Returns how many (0 only when the OS refuses memory).
   int RemoveRange(void** first, void** second, int n);
   // Takes back a chain of `n` objects starting first, second.
   void InsertRange(void* first, void* second, int n);
-  // Batches nobody took since the previous call go back to their spans: free objects parked
-  // here pin their spans' memory. Called a few times per release delay. True if it drained.
-  bool DrainIfIdle();
+  // Batches nobody took since the previous call (`all`: every batch) go back to their spans:
+  // free objects parked here pin their spans' memory. True if it drained.
+  bool DrainIfIdle(bool all = false);
 
   // Objects free in this tier (slots, span lists, never-carved tails) and handed out of it.
   std::size_t FreeObjects() const { return free_objects_.load(std::memory_order_relaxed); }
@@ -51,9 +60,12 @@ class alignas(64) CentralFreeList {
 
  private:
   int FetchFromSpansLocked(void** first, void** second, int n);
-  void ReleaseToSpansLocked(void* first, void* second, int n, Span** emptied);
+  // Objects back to their spans; emptied spans chained on *emptied, and objects of another class
+  // (freed with a wrong size) on *strays, both for after the lock.
+  void ReleaseToSpansLocked(void* first, void* second, int n, Span** emptied, void** strays);
+  void ReturnStrays(void* strays);
   Span* NewSpan();
-  void ReturnSpans(Span* emptied, bool long_idle);
+  void ReturnSpans(Span* emptied, bool long_idle);  // long_idle: FreedPages::kIdle
 
   SpinLock lock_;
   std::uint32_t size_class_ = 0;
@@ -61,16 +73,13 @@ class alignas(64) CentralFreeList {
   int batch_ = 0;
   int max_slots_ = 0;
   int used_slots_ = 0;
-  struct Batch {  // a chain of batch_ objects
-    void* first;
-    void* second;
-  };
-  Batch slots_[kMaxTransferSlots] = {};
+  Batch* slots_ = nullptr;             // kMaxTransferSlots of them, kept apart (see Init)
   std::uint64_t slot_takes_ = 0;       // batches taken from the slots, ever
   std::uint64_t slot_takes_seen_ = 0;  // ... as of the previous DrainIfIdle
   SpanList spans_;                     // spans with objects to hand out
   PageHeap* page_heap_ = nullptr;
   PageMap* page_map_ = nullptr;
+  CentralFreeList* all_ = nullptr;
   std::atomic<std::size_t> free_objects_{0};
   std::atomic<std::size_t> out_objects_{0};
 };

@@ -59,22 +59,40 @@ inline constexpr std::size_t kMinGrowBytes = 32 * std::size_t{1} << 20;
 
 // Byte budget of the thread caches: all of them together may hold kOverallThreadCacheBudget,
 // shared equally among the live threads, each between the minimum and the maximum (2 threads:
-// 16 MiB each; 16 threads: 4 MiB each; 1000 threads: 1 MiB each).
+// 16 MiB each; 16 threads: 4 MiB each; 1000 threads: 256 KiB each).
 inline constexpr std::size_t kOverallThreadCacheBudget = 64 * std::size_t{1} << 20;
-inline constexpr std::size_t kMinThreadCacheBudget = 1 * std::size_t{1} << 20;
+inline constexpr std::size_t kMinThreadCacheBudget = 256 * std::size_t{1} << 10;
 inline constexpr std::size_t kMaxThreadCacheBudget = 16 * std::size_t{1} << 20;
-// Longest a single thread-cache list may grow. The byte budget is the real bound; this only
+// Longest a single thread-cache list may grow. The byte budgets are the real bounds; this only
 // keeps lengths far from overflow (16 MiB of 8-byte objects is 2 M objects).
 inline constexpr std::uint32_t kMaxListLength = std::uint32_t{1} << 22;
+// Bytes a single list of page-sized objects (8 KiB and up) may hold beyond its first batch. A
+// thread that freed a thousand 64 KiB buffers keeps sixteen of them for its next ones, not its
+// whole budget's worth, which no fast path would ever give back to the OS. Lists of smaller
+// objects are bounded by the budget alone: a thread that churns 100 000 objects of 64 bytes
+// (W2) needs all of them in its list, or every round goes through the central lists.
+inline constexpr std::size_t kMaxListBytes = 1 * std::size_t{1} << 20;
 
 // When the page heap gives free pages back to the OS (madvise): a free span that nobody reused
-// for kReleaseDelayMs goes back (so a program that allocates in waves keeps its memory warm
-// between waves, and one whose peak is over gives its memory back a second later). And at
-// once, whatever would make the backed memory (in use + free) exceed the peak in use of the
-// last one or two delays by more than kMaxBackedFreeSlack: a heap that keeps growing without
-// reusing its free spans (sizes that never fit) cannot pile up free memory.
-inline constexpr std::uint64_t kReleaseDelayMs = 1000;
+// for kReleaseDelayMs goes back. The delay is short next to a human's patience and long next to
+// a program's waves: a loop that frees its buffers and allocates them again a few milliseconds
+// later keeps them warm (no page faults), and a program whose peak is over has its memory back
+// within a tenth of a second. At once, whatever would make the backed memory (in use + free)
+// exceed the peak in use of the last one or two delays by more than kMaxBackedFreeSlack: a heap
+// that keeps growing without reusing its free spans (sizes that never fit) cannot pile up free
+// memory even between two looks of the clock.
+inline constexpr std::uint64_t kReleaseDelayMs = 10;
 inline constexpr std::size_t kMaxBackedFreeSlack = 64 * std::size_t{1} << 20;
+// Who looks at the clock: every slow path (a thread cache's refill or overflow, a large block),
+// and, while more than kReleaseThreadMinBytes of free memory waits for its delay, the release
+// thread: a thread of the allocator's own, started on first need, asleep otherwise, that gives
+// the memory back even when the program stops calling the allocator or calls only its fast
+// paths. TIERPOOL_RELEASE_THREAD=0 in the environment turns it off (a program that must stay
+// single-threaded, to call unshare(CLONE_NEWUSER) for instance).
+inline constexpr std::size_t kReleaseThreadMinBytes = 2 * std::size_t{1} << 20;
+// A large block that moves (realloc to a size its neighbours have no room for) moves by
+// remapping its pages, not by copying, from this size on.
+inline constexpr std::size_t kMovePagesMinBytes = 1 * std::size_t{1} << 20;
 
 // Largest request we try to serve; anything bigger is ENOMEM without asking the OS.
 inline constexpr std::size_t kMaxRequest = std::size_t{1} << 46;

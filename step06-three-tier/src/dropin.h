@@ -73,12 +73,15 @@ inline void* Realloc(void* ptr, std::size_t size) {
     impl::Free(ptr);
     return nullptr;
   }
-  // glibc shrinks in place. So do we, while the block stays at least half used: C callers free
-  // without a size, so the block may keep its larger class (the C++ API's realloc moves it to
-  // the new size's class, for the sake of a later sized free).
+  // A small block shrinks in place while it stays at least half used: C callers free without a
+  // size, so it may keep its larger class (the C++ API's realloc moves it to the new size's
+  // class, for the sake of a later sized free). A large one is the allocator's to resize: in
+  // place whenever it can, its tail given back when it shrinks.
   const std::size_t request = MallocRequest(size);
-  const std::size_t usable = tierpool_usable_size(ptr);
-  if (request <= usable && request >= usable / 2) return ptr;
+  if (impl::page_map.ClassOf(ptr) != 0) {
+    const std::size_t usable = tierpool_usable_size(ptr);
+    if (request <= usable && request >= usable / 2) return ptr;
+  }
   return tierpool_realloc(ptr, request);
 }
 

@@ -5,9 +5,13 @@
 //
 // Nothing here may run before the allocator can serve: the dynamic loader, libc and libstdc++ call
 // malloc before any constructor of ours has run, and the allocator initializes itself on first use.
+#include <errno.h>  // program_invocation_short_name
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dropin.h"
@@ -60,6 +64,14 @@ TIERPOOL_SHIM size_t malloc_usable_size(void* ptr) noexcept {
   return dropin::UsableSize(ptr);
 }
 
+// glibc's way to give free memory back now: programs call it after a phase that freed much (and
+// glibc's would find nothing of ours). The pad is what glibc keeps at the top of its heap; every
+// free byte goes back here, so it is ignored. 1 when something was given back, as glibc says.
+TIERPOOL_SHIM int malloc_trim(size_t pad) noexcept {
+  (void)pad;
+  return tierpool_release_free_memory() > 0 ? 1 : 0;
+}
+
 // Old names glibc still exports: binaries built long ago call cfree, and code that once hooked
 // glibc's malloc calls the __libc_ entry points directly. Left to glibc, they would hand glibc
 // blocks to our free (or ours to glibc's).
@@ -83,7 +95,76 @@ TIERPOOL_SHIM int __posix_memalign(void** memptr, size_t alignment, size_t size)
 
 namespace {
 
-bool show_stats_at_exit = false;
+// TIERPOOL_SHOW_STATS: where the stats go at exit. Unset, empty or 0: nowhere. A path (any value
+// with a slash: /tmp/stats, ./stats): appended to that file, which several processes can share.
+// Anything else (1): stderr.
+//
+// Either way the report goes to a descriptor of our own, taken at start-up, not to fd 2 at exit:
+// many programs close their standard streams before they exit (coreutils' ls, cat, sort and echo
+// close stderr in an atexit handler), and a report written to fd 2 then would be lost, or land in
+// whatever the program opened there since. The copy is numbered high, because shells hand fds 3
+// to 9 to scripts by number (dup2 would silently replace ours); close-on-exec, so that a program
+// started by this one opens its own. It keeps stderr open until exit: a daemon that closes stderr
+// so that the pipe of whoever started it sees end-of-file holds that pipe open; write its report
+// to a file instead.
+constexpr int kStatsFdFloor = 512;
+int stats_fd = -1;
+bool stats_to_file = false;
+// What stats_fd was at start-up: a program that closes every descriptor may reuse the number.
+dev_t stats_dev;
+ino_t stats_ino;
+
+void WriteText(int fd, const char* text) {
+  (void)!write(fd, text, strlen(text));
+}
+
+// Opens the report's descriptor at start-up. No malloc, no stdio: this runs inside malloc's
+// library, before the program's constructors.
+void OpenStatsDescriptor(const char* setting) {
+  if (setting == nullptr || setting[0] == '\0' || strcmp(setting, "0") == 0) return;
+  stats_to_file = strchr(setting, '/') != nullptr;
+  int fd = STDERR_FILENO;
+  if (stats_to_file) {
+    fd = open(setting, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      WriteText(STDERR_FILENO, "tierpool: TIERPOOL_SHOW_STATS: cannot open ");
+      WriteText(STDERR_FILENO, setting);
+      WriteText(STDERR_FILENO, " to append to it; no stats at exit\n");
+      return;
+    }
+  }
+  // Past the soft limit of open files, F_DUPFD fails: then any number above the standard three.
+  int kept = fcntl(fd, F_DUPFD_CLOEXEC, kStatsFdFloor);
+  if (kept < 0) kept = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  if (stats_to_file) close(fd);
+  struct stat st;
+  if (kept < 0 || fstat(kept, &st) != 0) return;
+  stats_fd = kept;
+  stats_dev = st.st_dev;
+  stats_ino = st.st_ino;
+}
+
+// "tierpool pid 1234 (ls)": in a file, reports of many processes follow each other.
+void WriteReportHeader(int fd) {
+  char line[128];
+  std::size_t n = 0;
+  auto put = [&](const char* text) {
+    while (*text != '\0' && n < sizeof line - 1)
+      line[n++] = *text++;
+  };
+  put("tierpool pid ");
+  char digits[16];
+  int d = 0;
+  for (unsigned long pid = static_cast<unsigned long>(getpid()); d == 0 || pid != 0; pid /= 10)
+    digits[d++] = static_cast<char>('0' + pid % 10);
+  while (d > 0 && n < sizeof line - 1)
+    line[n++] = digits[--d];
+  put(" (");
+  put(program_invocation_short_name);
+  put(")");
+  line[n++] = '\n';
+  (void)!write(fd, line, n);
+}
 
 // Runs when the library is loaded (or, linked statically, before the program's own constructors).
 // pthread_atfork handlers run their `prepare` in reverse order of registration: registering this
@@ -92,14 +173,33 @@ bool show_stats_at_exit = false;
 __attribute__((constructor(101))) void InstallProcessHooks() {
   pthread_atfork(tierpool_fork_prepare, tierpool_fork_parent, tierpool_fork_child);
   // getenv only reads environ: safe this early, and it does not allocate.
-  const char* show = getenv("TIERPOOL_SHOW_STATS");
-  show_stats_at_exit = show != nullptr && show[0] != '\0' && !(show[0] == '0' && show[1] == '\0');
+  OpenStatsDescriptor(getenv("TIERPOOL_SHOW_STATS"));
 }
 
 // Runs after the program's atexit handlers and static destructors (they may still allocate), when
 // the loader unloads us at exit. tierpool_print_stats writes with write(2) and never allocates.
 __attribute__((destructor(101))) void PrintStatsAtExit() {
-  if (show_stats_at_exit) tierpool_print_stats(STDERR_FILENO);
+  struct stat st;
+  if (stats_fd < 0 || fstat(stats_fd, &st) != 0 || st.st_dev != stats_dev ||
+      st.st_ino != stats_ino) {
+    return;
+  }
+  if (!stats_to_file) {
+    tierpool_print_stats(stats_fd);
+    return;
+  }
+  // One report at a time in a shared file: a record lock belongs to the process, so it also
+  // keeps apart a parent and a forked child that share the descriptor.
+  struct flock whole_file = {};
+  whole_file.l_type = F_WRLCK;
+  whole_file.l_whence = SEEK_SET;
+  const bool locked = fcntl(stats_fd, F_SETLKW, &whole_file) == 0;
+  WriteReportHeader(stats_fd);
+  tierpool_print_stats(stats_fd);
+  if (locked) {
+    whole_file.l_type = F_UNLCK;
+    fcntl(stats_fd, F_SETLK, &whole_file);
+  }
 }
 
 }  // namespace

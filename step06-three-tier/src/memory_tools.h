@@ -138,6 +138,37 @@ TIERPOOL_ALWAYS_INLINE void ToolsOnFree(void* block, std::size_t bytes) {
   (void)bytes;
 }
 
+// A large block grew or shrank in place from `old_bytes` to `new_bytes`: its contents stay what
+// they were (defined where they were defined), the bytes past its new end become unaddressable.
+TIERPOOL_ALWAYS_INLINE void ToolsOnResize(void* block, std::size_t old_bytes,
+                                          std::size_t new_bytes) {
+#if TIERPOOL_VALGRIND
+  // The chunk's record changes size; what may be touched is separate: the new bytes become
+  // addressable (undefined), the bytes cut off unaddressable.
+  VALGRIND_MEMPOOL_CHANGE(&valgrind_pool_anchor, block, block, new_bytes);
+  if (new_bytes > old_bytes) {
+    VALGRIND_MAKE_MEM_UNDEFINED(static_cast<char*>(block) + old_bytes, new_bytes - old_bytes);
+  } else {
+    VALGRIND_MAKE_MEM_NOACCESS(static_cast<char*>(block) + new_bytes, old_bytes - new_bytes);
+  }
+#endif
+#if TIERPOOL_ASAN
+  if (new_bytes > old_bytes) {
+    ASAN_UNPOISON_MEMORY_REGION(static_cast<char*>(block) + old_bytes, new_bytes - old_bytes);
+  } else {
+    ASAN_POISON_MEMORY_REGION(static_cast<char*>(block) + new_bytes, old_bytes - new_bytes);
+  }
+#endif
+  (void)block;
+  (void)old_bytes;
+  (void)new_bytes;
+}
+
+// Whether a tool keeps its own account of which bytes are defined or addressable, so that the
+// allocator must not skip work whose effect only shows in memory (clearing known-zero pages,
+// moving pages instead of copying them).
+inline constexpr bool kToolsWatchMemory = TIERPOOL_VALGRIND || TIERPOOL_ASAN;
+
 // Hardened builds fill freed blocks with this pattern (after the link) and check it on reuse,
 // so a write after free is caught the next time the block is handed out.
 inline constexpr std::uint64_t kFreePattern = 0xfdfdfdfdfdfdfdfdull;

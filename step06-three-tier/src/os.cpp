@@ -37,26 +37,48 @@ void WriteAll(const char* text, std::size_t length) {
 
 void* OsMap(std::size_t bytes, std::size_t alignment) {
   if (InjectedFailure()) return nullptr;
+  // Whole OS pages: a trim at an address that is not page-aligned fails (EINVAL) and would leave
+  // the bytes up to the next page mapped for good.
+  bytes = (bytes + kOsPageSize - 1) & ~(kOsPageSize - 1);
+  if (bytes == 0) return nullptr;
   // Over-map by the alignment and trim both ends: mmap itself only promises 4 KiB.
   const std::size_t padded = bytes + alignment;
   if (padded < bytes) return nullptr;
+  // A successful call leaves errno alone, and a failed one is reported as ENOMEM by the caller:
+  // nothing here may change it.
   const int saved_errno = errno;
   void* raw = mmap(nullptr, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  errno = saved_errno;  // a failed mmap is reported as ENOMEM by the caller, nothing else leaks
-  if (raw == MAP_FAILED) return nullptr;
+  if (raw == MAP_FAILED) {
+    errno = saved_errno;
+    return nullptr;
+  }
   const auto start = reinterpret_cast<std::uintptr_t>(raw);
   const std::uintptr_t aligned = (start + alignment - 1) & ~(alignment - 1);
   if (aligned > start) munmap(raw, aligned - start);
   const std::uintptr_t end = start + padded;
   if (end > aligned + bytes)
     munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
+  errno = saved_errno;
   return reinterpret_cast<void*>(aligned);
 }
 
-void OsRelease(void* start, std::size_t bytes) {
+bool OsRelease(void* start, std::size_t bytes) {
   const int saved_errno = errno;
-  madvise(start, bytes, MADV_DONTNEED);
+  const bool released = madvise(start, bytes, MADV_DONTNEED) == 0;
   errno = saved_errno;
+  return released;
+}
+
+bool OsMovePages(void* from, void* to, std::size_t bytes) {
+#if defined(MREMAP_DONTUNMAP)
+  const int saved_errno = errno;
+  void* moved = mremap(from, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to);
+  errno = saved_errno;
+  return moved == to;
+#else
+  (void)from, (void)to, (void)bytes;
+  return false;
+#endif
 }
 
 void OsUnmap(void* start, std::size_t bytes) {

@@ -8,12 +8,21 @@
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
 
-// Maps `bytes` of zeroed read-write memory aligned to `alignment` (a power of two >= 4 KiB);
-// nullptr when the OS refuses (or the test hook says so).
+// The OS's page (mmap's unit), not the allocator's kPageSize.
+inline constexpr std::size_t kOsPageSize = 4096;
+
+// Maps `bytes` (rounded up to whole OS pages) of zeroed read-write memory aligned to `alignment` (a
+// power of two >= 4 KiB); nullptr when the OS refuses (or the test hook says so).
 void* OsMap(std::size_t bytes, std::size_t alignment);
 // Gives the pages back (MADV_DONTNEED): the range stays mapped, reads as zero, costs no RSS.
-void OsRelease(void* start, std::size_t bytes);
-// Unmaps memory no other thread has seen (a lost race to install a page-map leaf).
+// false when the kernel refused (locked pages): then they still hold their data.
+bool OsRelease(void* start, std::size_t bytes);
+// Moves the pages of [from, from + bytes) to [to, to + bytes), both inside mappings of ours, by
+// remapping them (mremap with MREMAP_DONTUNMAP): no byte is copied, `to`'s old pages are dropped,
+// and `from` stays mapped and reads as zero, costing no memory. false when the kernel cannot
+// (before Linux 5.7, or out of mappings): then nothing changed and the caller copies.
+bool OsMovePages(void* from, void* to, std::size_t bytes);
+// Unmaps memory: a lost race to install a page-map leaf, or whole free regions given back.
 void OsUnmap(void* start, std::size_t bytes);
 // Milliseconds of a coarse monotonic clock (a vDSO read, no system call).
 std::uint64_t NowMs();

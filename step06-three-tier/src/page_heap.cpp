@@ -6,16 +6,49 @@
 #include "os.h"
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
+namespace {
+
+// The age list of backed free spans threads through Span::lru_next / lru_prev.
+void LruUnlink(Span* span) {
+  span->lru_prev->lru_next = span->lru_next;
+  span->lru_next->lru_prev = span->lru_prev;
+  span->lru_next = span->lru_prev = nullptr;
+}
+void LruInsertAfter(Span* where, Span* span) {
+  span->lru_prev = where;
+  span->lru_next = where->lru_next;
+  where->lru_next->lru_prev = span;
+  where->lru_next = span;
+}
+
+}  // namespace
 
 PageHeap::PageHeap(PageMap& page_map, FixedPool<Span>& span_pool)
-    : page_map_(page_map), span_pool_(span_pool) {}
+    : page_map_(page_map), span_pool_(span_pool) {
+  lru_.lru_next = lru_.lru_prev = &lru_;
+}
 
-Span* PageHeap::New(std::size_t pages, SpanState state) {
+Span* PageHeap::New(std::size_t pages, SpanState state, std::size_t room) {
+  if (pages + room < pages) room = 0;
+  SpinLockHolder hold(lock_);
+  Span* span = NewLocked(pages, state, room);
+  // The room is a wish: where it costs more than address space the OS may refuse, the block
+  // itself may not.
+  if (span == nullptr && room > 0) span = NewLocked(pages, state, 0);
+  return span;
+}
+
+Span* PageHeap::NewLocked(std::size_t pages, SpanState state, std::size_t room) {
+  bool unmapped = false;
   for (;;) {
-    SpinLockHolder hold(lock_);
-    if (Span* span = TakeBestFitLocked(pages)) return HandOutLocked(span, pages, state);
+    if (Span* span = TakeBestFitLocked(pages + room)) return HandOutLocked(span, pages, state);
     lock_.Unlock();
-    const bool grew = Grow(pages);
+    bool grew = Grow(pages + room);
+    // Refused: maybe an address-space limit that free regions of ours are using up.
+    if (!grew && !unmapped) {
+      unmapped = true;
+      grew = UnmapFreeRegions() > 0 && Grow(pages + room);
+    }
     lock_.Lock();
     if (!grew) return nullptr;
   }
@@ -57,34 +90,87 @@ Span* PageHeap::HandOutLocked(Span* span, std::size_t pages, SpanState state) {
   }
   // Set before the lock drops: a neighbour's Delete must never see this span as free.
   span->state = state;
+  span->zeroed = span->released;
   span->released = false;
-  const std::size_t in_use =
-      in_use_pages_.fetch_add(span->num_pages, std::memory_order_relaxed) + span->num_pages;
-  if (in_use > window_peak_pages_) window_peak_pages_ = in_use;
+  CountInUse(span->num_pages);
   spans_in_use_.fetch_add(1, std::memory_order_relaxed);
   return span;
 }
 
-void PageHeap::Delete(Span* span, bool long_idle) {
-  lock_.Lock();
+void PageHeap::CountInUse(std::size_t pages) {
+  const std::size_t in_use = in_use_pages_.fetch_add(pages, std::memory_order_relaxed) + pages;
+  if (in_use > window_peak_pages_) window_peak_pages_ = in_use;
+}
+
+void PageHeap::Delete(Span* span, FreedPages pages) {
+  SpinLockHolder hold(lock_);
   in_use_pages_.fetch_sub(span->num_pages, std::memory_order_relaxed);
   spans_in_use_.fetch_sub(1, std::memory_order_relaxed);
+  FreeLocked(span, pages);
+}
+
+// `span` (in no list, not counted in use) becomes free.
+void PageHeap::FreeLocked(Span* span, FreedPages pages) {
+  const std::uint64_t now = NowMs();
   span->state = SpanState::kFree;
-  span->released = false;
-  span->free_since_ms = long_idle ? 0 : NowMs();
-  span = CoalesceLocked(span);
-  InsertLocked(span);
-  ReleaseLocked();
-  lock_.Unlock();
+  span->released = pages == FreedPages::kZero;
+  span->free_since_ms = pages == FreedPages::kRecent ? now : 0;
+  InsertLocked(CoalesceLocked(span));
+  ReleaseLocked(now);
 }
 
-void PageHeap::ReleaseExpired(bool look_now) {
+bool PageHeap::Resize(Span* span, std::size_t pages) {
   SpinLockHolder hold(lock_);
-  if (look_now) last_expiry_scan_ms_ = 0;
-  ReleaseLocked();
+  if (pages > span->num_pages) {
+    const std::uintptr_t after = span->first_page + span->num_pages;
+    Span* next = page_map_.Get(after);
+    if (next == nullptr || next->state != SpanState::kFree || next->first_page != after ||
+        span->num_pages + next->num_pages < pages)
+      return false;
+    RemoveLocked(next);
+    const std::size_t extra = pages - span->num_pages;
+    if (next->num_pages > extra) {  // the rest of the neighbour stays free, a little shorter
+      next->first_page += extra;
+      next->num_pages -= extra;
+      page_map_.Set(next->first_page, next);
+      InsertLocked(next);
+    } else {
+      span_pool_.Delete(next);
+    }
+    span->num_pages = pages;
+    page_map_.Set(span->last_page(), span);
+    CountInUse(extra);
+    return true;
+  }
+  if (pages == span->num_pages) return true;
+  Span* tail = SplitTailLocked(span, pages);
+  if (tail == nullptr) return false;
+  in_use_pages_.fetch_sub(tail->num_pages, std::memory_order_relaxed);
+  FreeLocked(tail, FreedPages::kRecent);
+  return true;
 }
 
-// Smallest span that fits; among exact lengths, backed memory before released memory.
+void PageHeap::ReleaseExpired() {
+  SpinLockHolder hold(lock_);
+  ReleaseLocked(NowMs());
+}
+
+std::uint64_t PageHeap::NextExpiryMs() {
+  SpinLockHolder hold(lock_);
+  if (lru_.lru_prev == &lru_) return 0;
+  return lru_.lru_prev->free_since_ms + kReleaseDelayMs;
+}
+
+void PageHeap::Trim() {
+  {
+    SpinLockHolder hold(lock_);
+    while (lru_.lru_prev != &lru_ && ReleaseSpanLocked(lru_.lru_prev)) {
+    }
+  }
+  UnmapFreeRegions();
+}
+
+// Smallest span that fits; among equal lengths, backed memory before released memory.
 Span* PageHeap::TakeBestFitLocked(std::size_t pages) {
   if (pages <= kMaxExactPages) {
     for (std::size_t word = pages / 64; word < std::size(nonempty_[0]); ++word) {
@@ -98,21 +184,64 @@ Span* PageHeap::TakeBestFitLocked(std::size_t pages) {
       return span;
     }
   }
+  return TakeFromBinsLocked(pages);
+}
+
+// Past the exact lengths: the best fit among the first kBinScan spans of the request's own bin,
+// else the first span of the next bin that has one (all of them fit).
+Span* PageHeap::TakeFromBinsLocked(std::size_t pages) {
+  const int own = pages > kMaxExactPages ? BinOf(pages) : -1;
   Span* best = nullptr;
-  for (SpanList& list : large_) {
-    for (Span* s = list.begin(); s != list.end(); s = s->next) {
-      if (s->num_pages >= pages && (best == nullptr || s->num_pages < best->num_pages)) best = s;
+  if (own >= 0) {
+    for (SpanList* list : {&bins_[0][own], &bins_[1][own]}) {
+      int looked = 0;
+      for (Span* s = list->begin(); s != list->end() && looked < kBinScan; s = s->next, ++looked) {
+        if (s->num_pages >= pages && (best == nullptr || s->num_pages < best->num_pages)) best = s;
+      }
+      if (best != nullptr) break;  // backed before released
     }
   }
-  if (best != nullptr) RemoveLocked(best);
+  if (best == nullptr) {
+    const std::uint64_t above = own + 1 >= 64 ? 0 : ~std::uint64_t{0} << (own + 1);
+    const std::uint64_t backed = bins_nonempty_[0] & above;
+    const std::uint64_t released = bins_nonempty_[1] & above;
+    if ((backed | released) == 0) return nullptr;
+    const int bin_backed = backed ? __builtin_ctzll(backed) : 64;
+    const int bin_released = released ? __builtin_ctzll(released) : 64;
+    best =
+        bin_backed <= bin_released ? bins_[0][bin_backed].first() : bins_[1][bin_released].first();
+  }
+  RemoveLocked(best);
   return best;
+}
+
+void PageHeap::MarkNonEmpty(std::size_t pages, bool released) {
+  if (pages <= kMaxExactPages) {
+    nonempty_[released][pages / 64] |= std::uint64_t{1} << (pages % 64);
+  } else {
+    bins_nonempty_[released] |= std::uint64_t{1} << BinOf(pages);
+  }
+}
+
+void PageHeap::MarkIfEmpty(std::size_t pages, bool released) {
+  if (!ListFor(pages, released).empty()) return;
+  if (pages <= kMaxExactPages) {
+    nonempty_[released][pages / 64] &= ~(std::uint64_t{1} << (pages % 64));
+  } else {
+    bins_nonempty_[released] &= ~(std::uint64_t{1} << BinOf(pages));
+  }
 }
 
 void PageHeap::InsertLocked(Span* span) {
   span->state = SpanState::kFree;
   ListFor(span->num_pages, span->released).PushFront(span);
-  if (span->num_pages <= kMaxExactPages) {
-    nonempty_[span->released][span->num_pages / 64] |= std::uint64_t{1} << (span->num_pages % 64);
+  MarkNonEmpty(span->num_pages, span->released);
+  if (!span->released) {
+    // Newest first; a span that has been free longer than the newest (the rest of a split, an
+    // idle span) goes to the back, where the next look finds it.
+    Span* newest = lru_.lru_next;
+    const bool older = newest != &lru_ && span->free_since_ms < newest->free_since_ms;
+    LruInsertAfter(older ? lru_.lru_prev : &lru_, span);
   }
   page_map_.Set(span->first_page, span);
   page_map_.Set(span->last_page(), span);
@@ -121,10 +250,8 @@ void PageHeap::InsertLocked(Span* span) {
 
 void PageHeap::RemoveLocked(Span* span) {
   SpanList::Remove(span);
-  if (span->num_pages <= kMaxExactPages && exact_[span->released][span->num_pages].empty()) {
-    nonempty_[span->released][span->num_pages / 64] &=
-        ~(std::uint64_t{1} << (span->num_pages % 64));
-  }
+  MarkIfEmpty(span->num_pages, span->released);
+  if (!span->released) LruUnlink(span);
   CountFree(span, -1);
 }
 
@@ -151,7 +278,8 @@ Span* PageHeap::SplitTailLocked(Span* span, std::size_t keep_pages) {
 Span* PageHeap::CoalesceLocked(Span* span) {
   if (span->first_page > 0) {
     Span* prev = page_map_.Get(span->first_page - 1);
-    if (prev != nullptr && prev->state == SpanState::kFree && prev->released == span->released) {
+    if (prev != nullptr && prev->state == SpanState::kFree && prev->released == span->released &&
+        prev->first_page + prev->num_pages == span->first_page) {
       RemoveLocked(prev);
       span->first_page = prev->first_page;
       span->num_pages += prev->num_pages;
@@ -159,8 +287,10 @@ Span* PageHeap::CoalesceLocked(Span* span) {
       span_pool_.Delete(prev);
     }
   }
-  Span* next = page_map_.Get(span->first_page + span->num_pages);
-  if (next != nullptr && next->state == SpanState::kFree && next->released == span->released) {
+  const std::uintptr_t after = span->first_page + span->num_pages;
+  Span* next = page_map_.Get(after);
+  if (next != nullptr && next->state == SpanState::kFree && next->released == span->released &&
+      next->first_page == after) {
     RemoveLocked(next);
     span->num_pages += next->num_pages;
     if (next->free_since_ms > span->free_since_ms) span->free_since_ms = next->free_since_ms;
@@ -169,67 +299,43 @@ Span* PageHeap::CoalesceLocked(Span* span) {
   return span;
 }
 
-// Gives memory back to the OS: first, largest spans first, while backed memory (in use and
-// free) exceeds the recent peak in use by more than the slack; then every span free for longer
-// than the delay (looked for at most four times per delay). The lock is dropped around each
-// madvise.
-void PageHeap::ReleaseLocked() {
-  const std::uint64_t now = NowMs();
+// Gives memory back to the OS, oldest spans first: while backed memory (in use and free) exceeds
+// the recent peak in use by more than the slack, and then every span free for longer than the
+// delay. Each look is O(1) per span released: the oldest span is at the back of the age list.
+void PageHeap::ReleaseLocked(std::uint64_t now) {
   const std::size_t in_use_now = in_use_pages_.load(std::memory_order_relaxed);
   if (now - window_start_ms_ >= kReleaseDelayMs) {
     previous_window_peak_pages_ = window_peak_pages_;
     window_peak_pages_ = in_use_now;
     window_start_ms_ = now;
   }
-  for (;;) {
+  for (Span* oldest = lru_.lru_prev; oldest != &lru_; oldest = lru_.lru_prev) {
     const std::size_t backed = free_backed_pages_.load(std::memory_order_relaxed);
     const std::size_t in_use = in_use_pages_.load(std::memory_order_relaxed);
     const std::size_t peak = window_peak_pages_ > previous_window_peak_pages_
                                  ? window_peak_pages_
                                  : previous_window_peak_pages_;
-    if (in_use + backed <= peak + (kMaxBackedFreeSlack >> kPageShift)) break;
-    Span* victim = nullptr;
-    for (Span* s = large_[0].begin(); s != large_[0].end(); s = s->next) {
-      if (victim == nullptr || s->num_pages > victim->num_pages) victim = s;
-    }
-    for (std::size_t word = std::size(nonempty_[0]); victim == nullptr && word-- > 0;) {
-      if (nonempty_[0][word] != 0) {
-        const std::size_t length =
-            word * 64 + 63 - static_cast<std::size_t>(__builtin_clzll(nonempty_[0][word]));
-        victim = exact_[0][length].first();
-      }
-    }
-    if (victim == nullptr) break;
-    ReleaseSpanLocked(victim);
-  }
-  if (now - last_expiry_scan_ms_ < kReleaseDelayMs / 4) return;
-  last_expiry_scan_ms_ = now;
-  for (;;) {
-    Span* victim = nullptr;
-    for (SpanList& list : exact_[0]) {
-      for (Span* s = list.begin(); s != list.end() && victim == nullptr; s = s->next) {
-        if (now - s->free_since_ms >= kReleaseDelayMs) victim = s;
-      }
-    }
-    for (Span* s = large_[0].begin(); s != large_[0].end() && victim == nullptr; s = s->next) {
-      if (now - s->free_since_ms >= kReleaseDelayMs) victim = s;
-    }
-    if (victim == nullptr) return;
-    ReleaseSpanLocked(victim);
+    const bool over_slack = in_use + backed > peak + (kMaxBackedFreeSlack >> kPageShift);
+    if (!over_slack && now - oldest->free_since_ms < kReleaseDelayMs) break;
+    if (!ReleaseSpanLocked(oldest)) break;
   }
 }
 
 // madvise without the lock; meanwhile the span is kReleasing, so no one merges with it or hands
-// it out. Afterwards it joins the released spans (and merges with released neighbours).
-void PageHeap::ReleaseSpanLocked(Span* victim) {
+// it out. Afterwards it joins the released spans (and merges with released neighbours). When the
+// kernel refuses (the program locked its memory), the span is backed still, and stays so: it
+// goes back as the newest backed span, and false stops this round of releasing.
+bool PageHeap::ReleaseSpanLocked(Span* victim) {
   RemoveLocked(victim);
   victim->state = SpanState::kReleasing;
   lock_.Unlock();
-  OsRelease(victim->start(), victim->bytes());
+  const bool released = OsRelease(victim->start(), victim->bytes());
   lock_.Lock();
-  victim->released = true;
+  victim->released = released;
   victim->state = SpanState::kFree;
+  if (!released) victim->free_since_ms = NowMs();
   InsertLocked(CoalesceLocked(victim));
+  return released;
 }
 
 bool PageHeap::Grow(std::size_t pages) {
@@ -256,9 +362,75 @@ bool PageHeap::Grow(std::size_t pages) {
   span->first_page = first;
   span->num_pages = bytes >> kPageShift;
   span->released = true;  // never touched: costs no memory yet
+  span->free_since_ms = 0;
   span->state = SpanState::kFree;
   InsertLocked(CoalesceLocked(span));
   return true;
+}
+
+// Each free span that covers whole regions (2 MiB, the unit of the page map's `mapped`
+// bits) loses them: the regions are cut out, forgotten by the page map and unmapped, and the
+// ends of the span (less than a region each) stay free. The spans are found by walking the
+// free lists: this runs only when the OS refused memory, or on Trim.
+std::size_t PageHeap::UnmapFreeRegions() {
+  constexpr std::size_t kRegionPages = kRegionSize >> kPageShift;
+  Span* doomed = nullptr;  // the cut-out regions, chained through `next`
+  std::size_t unmapped = 0;
+  {
+    SpinLockHolder hold(lock_);
+    auto visit = [&](SpanList& list) {
+      for (Span* s = list.begin(); s != list.end();) {
+        Span* following = s->next;
+        const std::uintptr_t start = (s->first_page + kRegionPages - 1) & ~(kRegionPages - 1);
+        const std::uintptr_t end = (s->first_page + s->num_pages) & ~(kRegionPages - 1);
+        if (end > start) {
+          RemoveLocked(s);
+          Span* middle = s;
+          if (start > s->first_page) {  // the front stays free
+            middle = SplitTailLocked(s, start - s->first_page);
+            InsertLocked(s);
+          }
+          if (middle != nullptr && middle->first_page + middle->num_pages > end) {
+            Span* back = SplitTailLocked(middle, end - middle->first_page);
+            if (back == nullptr) {
+              InsertLocked(middle);
+              middle = nullptr;
+            } else {
+              InsertLocked(back);
+            }
+          }
+          if (middle != nullptr) {
+            // Forgotten before the lock drops: once unmapped, the range may become anyone's.
+            middle->state = SpanState::kReleasing;
+            page_map_.Set(middle->first_page, nullptr);
+            page_map_.Set(middle->last_page(), nullptr);
+            page_map_.MarkUnmapped(reinterpret_cast<std::uintptr_t>(middle->start()),
+                                   middle->bytes());
+            mapped_bytes_.fetch_sub(middle->bytes(), std::memory_order_relaxed);
+            unmapped += middle->bytes();
+            middle->next = doomed;
+            doomed = middle;
+          }
+        }
+        s = following;
+      }
+    };
+    // Backed free spans too: under an address-space limit their pages are worth less than the
+    // address space they hold (on Trim they were all released just before).
+    for (int released = 1; released >= 0; --released) {
+      for (SpanList& list : exact_[released])
+        visit(list);
+      for (SpanList& list : bins_[released])
+        visit(list);
+    }
+  }
+  while (doomed != nullptr) {
+    Span* span = doomed;
+    doomed = span->next;
+    OsUnmap(span->start(), span->bytes());
+    span_pool_.Delete(span);
+  }
+  return unmapped;
 }
 
 void PageHeap::CountFree(const Span* span, std::ptrdiff_t sign) {

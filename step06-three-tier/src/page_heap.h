@@ -1,15 +1,24 @@
 // PageHeap: the bottom tier. Owns every page the allocator mapped and hands out runs of pages
 // (spans) to the central cache (for small objects) and to the user (for blocks over 256 KiB).
 //
-//   free lists by length:  [1] [2] [3] ... [128]   exact lengths, found with a bitmap
-//                          [>128]                   best fit by scanning (few, after coalescing)
+//   free lists by length:  [1] [2] [3] ... [128]    exact lengths, found with a bitmap
+//                          [129..255] [256..511] ... one bin per power of two, found with a bitmap
 //   each twice: spans still backed by memory, and spans whose pages went back to the OS
+//   backed free spans also in one list by age:  newest <-> ... <-> oldest
 //
-// Freed spans coalesce with free neighbours of the same kind, found through the page map (a
-// free span records itself at its first and last page). Backed free spans go back to the OS
-// (madvise) when nobody reused them for kReleaseDelayMs, and at once, largest first, while
-// backed memory exceeds the recent peak of in-use memory by more than kMaxBackedFreeSlack.
-// One lock; it is never held across mmap (Grow) or madvise (ReleaseLocked).
+// A request takes the smallest exact length that fits; past the exact lengths, the best of the
+// first few spans of its own bin, or else any span of the next bin that has one (every span there
+// fits). So no lookup is linear in the number of free spans.
+//
+// Freed spans coalesce with free neighbours of the same kind, found through the page map (a free
+// span records itself at its first and last page). Backed free spans go back to the OS (madvise),
+// oldest first, once nobody reused them for kReleaseDelayMs, and at once while backed memory
+// exceeds the recent peak of in-use memory by more than kMaxBackedFreeSlack. Address space goes
+// back too (munmap), whole 2 MiB regions of free spans, when the OS refuses to map more (an
+// address-space limit) and on Trim.
+//
+// A large block can grow in place into a free span that follows it, and shrink in place (its tail
+// freed). One lock; it is never held across mmap, munmap or madvise.
 #pragma once
 
 #include <atomic>
@@ -33,6 +42,13 @@ struct PageHeapStats {
   std::size_t spans_in_use;
 };
 
+// What the pages of a span given back hold.
+enum class FreedPages {
+  kRecent,  // the program's data, just freed: kept warm for the release delay
+  kIdle,    // the program's data, unused for a release delay already: goes back at the next look
+  kZero,    // nothing: their contents moved elsewhere (OsMovePages), they cost no memory
+};
+
 class PageHeap {
  public:
   static constexpr std::size_t kMaxExactPages = 128;  // 1 MiB
@@ -43,16 +59,27 @@ class PageHeap {
 
   // A span of exactly `pages` pages in `state` (kSmall or kLarge), its first and last page
   // recorded in the page map (the central cache records the rest). nullptr when the OS refuses.
-  Span* New(std::size_t pages, SpanState state);
+  // `room`: pages to leave free right after it where that costs only address space, so that the
+  // span can grow in place later (a buffer grown by realloc).
+  Span* New(std::size_t pages, SpanState state, std::size_t room = 0);
   // Same, with the first page a multiple of `align_pages` (a power of two).
   Span* NewAligned(std::size_t pages, std::size_t align_pages, SpanState state);
-  // Gives a span back: coalesces, and may release memory to the OS. `long_idle`: its memory
-  // has not been used for a release delay already (it may go back to the OS at the next look).
-  void Delete(Span* span, bool long_idle = false);
-  // Releases what has been free for longer than the delay (no clock thread: called on thread
-  // exit and tierpool_thread_flush, besides every Delete). `look_now`: even if the last look
-  // was less than a quarter of the delay ago.
-  void ReleaseExpired(bool look_now = false);
+  // Gives a span back: coalesces, and may release memory to the OS.
+  void Delete(Span* span, FreedPages pages = FreedPages::kRecent);
+  // A kLarge span to `pages` pages, in place: grows into the free span that follows it (if it is
+  // big enough), or frees its tail. false (span unchanged) when it cannot.
+  bool Resize(Span* span, std::size_t pages);
+
+  // Releases what has been free for longer than the delay (the clock: slow paths and the
+  // release thread call it).
+  void ReleaseExpired();
+  // Releases every free page now, and unmaps every whole free region (malloc_trim).
+  void Trim();
+  // Free memory still backed, and when its oldest span's delay runs out (0: none).
+  std::size_t FreeBackedBytes() const {
+    return free_backed_pages_.load(std::memory_order_relaxed) << kPageShift;
+  }
+  std::uint64_t NextExpiryMs();
 
   // Small-object spans are counted apart from large blocks (stats only).
   void AccountLarge(std::ptrdiff_t bytes) {
@@ -66,28 +93,45 @@ class PageHeap {
   std::size_t FreeSpansOfLength(std::size_t pages, bool released);
 
  private:
+  static constexpr int kFirstBinShift = 7;  // bin 0: 128..255 pages (only 129.. are there)
+  static constexpr int kBins = kPageNumberBits - kFirstBinShift + 1;
+  static constexpr int kBinScan = 8;  // spans of a request's own bin looked at for a best fit
+
+  static int BinOf(std::size_t pages) { return 63 - __builtin_clzll(pages) - kFirstBinShift; }
+
+  Span* NewLocked(std::size_t pages, SpanState state, std::size_t room);
   Span* TakeBestFitLocked(std::size_t pages);
+  Span* TakeFromBinsLocked(std::size_t pages);
   Span* HandOutLocked(Span* span, std::size_t pages, SpanState state);
   void InsertLocked(Span* span);
   void RemoveLocked(Span* span);
   Span* SplitTailLocked(Span* span, std::size_t keep_pages);
   Span* CoalesceLocked(Span* span);
-  void ReleaseLocked();
-  void ReleaseSpanLocked(Span* victim);
+  void FreeLocked(Span* span, FreedPages pages);
+  void ReleaseLocked(std::uint64_t now);
+  bool ReleaseSpanLocked(Span* victim);
   bool Grow(std::size_t pages);
+  // Unmaps the whole 2 MiB regions inside free spans; the bytes unmapped.
+  std::size_t UnmapFreeRegions();
   void CountFree(const Span* span, std::ptrdiff_t sign);
+  void CountInUse(std::size_t pages);
 
   SpanList& ListFor(std::size_t pages, bool released) {
-    return pages <= kMaxExactPages ? exact_[released][pages] : large_[released];
+    return pages <= kMaxExactPages ? exact_[released][pages] : bins_[released][BinOf(pages)];
   }
+  void MarkNonEmpty(std::size_t pages, bool released);
+  void MarkIfEmpty(std::size_t pages, bool released);
 
   PageMap& page_map_;
   FixedPool<Span>& span_pool_;
   SpinLock lock_;
   SpanList exact_[2][kMaxExactPages + 1];
-  SpanList large_[2];
-  // Bit n of nonempty_[released]: exact_[released][n] has a span.
+  SpanList bins_[2][kBins];
+  // Bit n of nonempty_[released]: exact_[released][n] has a span; of bins_nonempty_: bins_.
   std::uint64_t nonempty_[2][(kMaxExactPages + 1 + 63) / 64] = {};
+  std::uint64_t bins_nonempty_[2] = {};
+  // Backed free spans by age (lru_next / lru_prev), through a sentinel.
+  Span lru_;
 
   // Written under lock_, read by Stats() without it.
   std::atomic<std::size_t> mapped_bytes_{0};
@@ -96,7 +140,6 @@ class PageHeap {
   std::atomic<std::size_t> in_use_pages_{0};
   std::atomic<std::size_t> spans_in_use_{0};
   std::atomic<std::size_t> large_in_use_bytes_{0};
-  std::uint64_t last_expiry_scan_ms_ = 0;
   // Peak of in-use pages in the current window of kReleaseDelayMs and in the one before.
   std::size_t window_peak_pages_ = 0;
   std::size_t previous_window_peak_pages_ = 0;

@@ -34,6 +34,16 @@ void PageMap::MarkMapped(std::uintptr_t address, std::size_t bytes) {
   }
 }
 
+void PageMap::MarkUnmapped(std::uintptr_t address, std::size_t bytes) {
+  for (std::uintptr_t region = address >> kRegionShift; region < (address + bytes) >> kRegionShift;
+       ++region) {
+    const std::uintptr_t page = region << (kRegionShift - kPageShift);
+    Leaf* leaf = LeafOf(page);
+    const std::size_t bit = (page & (kLeafEntries - 1)) / kPagesPerRegion;
+    leaf->mapped[bit / 64].fetch_and(~(std::uint64_t{1} << (bit % 64)), std::memory_order_release);
+  }
+}
+
 bool PageMap::Owns(const void* address) const {
   const auto page = reinterpret_cast<std::uintptr_t>(address) >> kPageShift;
   const Leaf* leaf = LeafOf(page);

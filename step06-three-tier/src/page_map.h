@@ -64,6 +64,8 @@ class PageMap {
 
   // Regions (2 MiB) the heap mapped from the OS: what tierpool_owns answers from.
   void MarkMapped(std::uintptr_t address, std::size_t bytes);
+  // Whole regions given back to the OS.
+  void MarkUnmapped(std::uintptr_t address, std::size_t bytes);
   bool Owns(const void* address) const;
 
   std::size_t LeavesAllocated() const { return __atomic_load_n(&leaves_, __ATOMIC_RELAXED); }

@@ -34,8 +34,13 @@ struct Span {
   bool in_central_list = false;
 
   SpanState state = SpanState::kFree;
-  bool released = false;            // kFree only: pages given back to the OS
+  bool released = false;            // kFree only: pages given back to the OS (they read as zero)
+  bool zeroed = false;              // kSmall / kLarge: handed out from released pages, so all zero
   std::uint64_t free_since_ms = 0;  // kFree only: when it was last freed (coarse clock)
+  // kFree and backed only: the page heap's list of backed free spans, most recently freed first
+  // (the oldest, at the back, are the first to go back to the OS).
+  Span* lru_next = nullptr;
+  Span* lru_prev = nullptr;
 
 #if TIERPOOL_HARDENED
   // One bit per object: set while the user holds it. Catches double free exactly.

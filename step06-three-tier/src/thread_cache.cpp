@@ -45,6 +45,10 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   const std::uint32_t max = max_lengths_[cl];
   std::uint32_t new_max = max < batch ? max + 1 : max + batch;
   if (new_max > kMaxListLength) new_max = kMaxListLength - kMaxListLength % batch;
+  if (kClasses[cl].size >= kPageSize) {
+    const std::uint32_t byte_cap = static_cast<std::uint32_t>(kMaxListBytes / kClasses[cl].size);
+    if (new_max > batch && new_max > byte_cap) new_max = byte_cap > batch ? byte_cap : batch;
+  }
   if (new_max > max) SetMaxLength(cl, new_max);
 
   std::uint32_t want = max_lengths_[cl] < batch ? max_lengths_[cl] : batch;
@@ -101,11 +105,12 @@ void ThreadCache::OverBudget(std::uint32_t cl) {
         fullest = c;
       }
     }
-    if (fullest == 0) return;  // nothing cached: the budget itself shrank below zero
+    if (fullest == 0) break;  // nothing cached: the budget itself shrank below zero
     const std::uint32_t n = kClasses[fullest].batch;
     const std::uint32_t available = length(fullest);
     ReleaseToCentral(fullest, available < n ? available : n);
   }
+  Tick();
 }
 
 // Detaches the first n objects of the list and gives them to the central cache in batches,

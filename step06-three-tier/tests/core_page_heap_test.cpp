@@ -99,8 +99,9 @@ TEST(PageHeap, FreedMemoryStaysWarmForTheNextWave) {
   auto h = NewHeap();
   std::vector<Span*> spans;
   for (int i = 0; i < 4; ++i) {
-    for (int j = 0; j < 32; ++j) {  // 128 MiB, touched so it is really resident
-      Span* s = h->heap.New(128, SpanState::kLarge);
+    const std::uint64_t wave_start = NowMs();
+    for (int j = 0; j < 32; ++j) {  // 4 MiB, touched so it is really resident
+      Span* s = h->heap.New(16, SpanState::kLarge);
       ASSERT_NE(s, nullptr);
       MarkUsable(s);
       for (std::size_t off = 0; off < s->bytes(); off += 4096)
@@ -110,10 +111,82 @@ TEST(PageHeap, FreedMemoryStaysWarmForTheNextWave) {
     for (Span* s : spans)
       h->heap.Delete(s);
     spans.clear();
-    // Nothing went back to the OS: the next wave reuses the same pages.
-    EXPECT_EQ(h->heap.Stats().free_backed_bytes, 32 * 128 * kPageSize) << "wave " << i;
+    // Nothing went back to the OS: the next wave reuses the same pages (unless the wave itself
+    // took longer than the release delay, as under valgrind).
+    if (NowMs() - wave_start < kReleaseDelayMs / 2) {
+      EXPECT_EQ(h->heap.Stats().free_backed_bytes, 32 * 16 * kPageSize) << "wave " << i;
+    }
   }
-  EXPECT_EQ(h->heap.Stats().mapped_bytes, 32 * 128 * kPageSize);
+  EXPECT_EQ(h->heap.Stats().mapped_bytes, kMinGrowBytes) << "every wave reused the first";
+}
+
+TEST(PageHeap, LargeRequestsTakeTheBestFitOfTheirBinOrAnySpanOfALargerOne) {
+  auto h = NewHeap();
+  // Free spans of 300, 200 and 700 pages, kept apart by spans in use.
+  std::vector<Span*> guards;
+  std::vector<Span*> frees;
+  for (std::size_t pages : {300, 200, 700}) {
+    frees.push_back(h->heap.New(pages, SpanState::kLarge));
+    guards.push_back(h->heap.New(1, SpanState::kLarge));
+  }
+  Span* rest = h->heap.New(32 * 1024 * 1024 / kPageSize - 1206, SpanState::kLarge);
+  for (Span* s : frees)
+    h->heap.Delete(s);
+  // 150 pages: bin 128..255 holds the 200 (the 300 is in the next bin up).
+  Span* a = h->heap.New(150, SpanState::kLarge);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(h->heap.FreeSpansOfLength(50, false), 1u) << "the 200-page span was cut";
+  // 260 pages: its own bin (256..511) has the 300.
+  Span* b = h->heap.New(260, SpanState::kLarge);
+  EXPECT_EQ(h->heap.FreeSpansOfLength(40, false), 1u) << "the 300-page span was cut";
+  // 520 pages: nothing in 512..1023 but the 700.
+  Span* c = h->heap.New(520, SpanState::kLarge);
+  EXPECT_EQ(h->heap.FreeSpansOfLength(180, false), 1u) << "the 700-page span was cut";
+  for (Span* s : {a, b, c, rest})
+    h->heap.Delete(s);
+  for (Span* s : guards)
+    h->heap.Delete(s);
+  EXPECT_EQ(h->heap.Stats().in_use_bytes, 0u);
+}
+
+TEST(PageHeap, ALargeSpanGrowsIntoTheFreeSpanAfterItAndShrinksInPlace) {
+  auto h = NewHeap();
+  Span* s = h->heap.New(200, SpanState::kLarge, /*room=*/200);
+  ASSERT_NE(s, nullptr);
+  const std::uintptr_t first = s->first_page;
+  ASSERT_TRUE(h->heap.Resize(s, 400));  // the room left after it
+  EXPECT_EQ(s->first_page, first);
+  EXPECT_EQ(s->num_pages, 400u);
+  EXPECT_EQ(h->heap.Stats().in_use_bytes, 400 * kPageSize);
+  Span* after = h->heap.New(10, SpanState::kLarge);  // takes the pages that follow
+  EXPECT_EQ(after->first_page, first + 400);
+  EXPECT_FALSE(h->heap.Resize(s, 500)) << "the pages after it are in use";
+  ASSERT_TRUE(h->heap.Resize(s, 100));  // the tail goes back
+  EXPECT_EQ(s->num_pages, 100u);
+  EXPECT_EQ(h->heap.FreeSpansOfLength(300, false), 1u);
+  EXPECT_EQ(h->heap.Stats().in_use_bytes, 110 * kPageSize);
+  h->heap.Delete(after);
+  h->heap.Delete(s);
+}
+
+TEST(PageHeap, TrimReleasesEveryFreePageAndUnmapsWholeFreeRegions) {
+  auto h = NewHeap();
+  Span* s = h->heap.New(4096, SpanState::kLarge);  // 32 MiB: the whole first growth
+  ASSERT_NE(s, nullptr);
+  MarkUsable(s);
+  for (std::size_t off = 0; off < s->bytes(); off += 4096)
+    s->start()[off] = 1;
+  h->heap.Delete(s);
+  EXPECT_EQ(h->heap.Stats().free_backed_bytes, 4096 * kPageSize);
+  h->heap.Trim();
+  const PageHeapStats stats = h->heap.Stats();
+  EXPECT_EQ(stats.free_backed_bytes, 0u);
+  EXPECT_EQ(stats.mapped_bytes, 0u) << "the whole region is free: its address space goes back";
+  // And the heap grows again as if new.
+  Span* again = h->heap.New(100, SpanState::kLarge);
+  ASSERT_NE(again, nullptr);
+  EXPECT_TRUE(again->zeroed);
+  h->heap.Delete(again);
 }
 
 TEST(PageHeap, FreeMemoryBeyondTheRecentPeakGoesBackAtOnce) {

@@ -1,8 +1,9 @@
 // Memory goes back to the OS: after a 1 GiB working set of mixed sizes is allocated, touched
 // and freed, the process's resident set (from /proc/self/statm) is back within 64 MiB of where
-// it started. Free memory stays warm for the release delay (about a second: a program that
-// allocates in waves does not pay page faults every wave), then goes back on the next call that
-// reaches the page heap (here tierpool_thread_flush, as at thread exit). Sanitizers keep shadow
+// it started. Free memory stays warm for the release delay (10 ms: a program that
+// allocates in waves does not pay page faults every wave), then goes back: the release thread
+// sees to it, and so does the next call that reaches the page heap (here tierpool_thread_flush,
+// as at thread exit). Sanitizers keep shadow
 // memory for every byte ever touched, so under them the test checks the allocator's own counters
 // instead of the RSS.
 #include <gtest/gtest.h>
@@ -58,7 +59,7 @@ TEST(CoreRss, ResidentMemoryFallsBackAfterAFreedOneGibPeak) {
   blocks.shrink_to_fit();
   tierpool_thread_flush();  // what thread exit does; the test thread lives on
   const std::size_t rss_at_once = core_test::ResidentBytes();
-  std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // past the release delay
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the release delay
   tierpool_thread_flush();
 
   const std::size_t rss_end = core_test::ResidentBytes();

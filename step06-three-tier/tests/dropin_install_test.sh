@@ -3,7 +3,7 @@
 # What a user does with the package: install the tierpool component of BUILD_DIR into a fresh
 # prefix, build the example consumer project against it with find_package(tierpool) and run its
 # tests (linked shared and static, the C API, and LD_PRELOAD through tierpool::preload), then build
-# a C program with pkg-config alone.
+# its C and C++ programs with pkg-config alone, with an rpath and without one.
 set -euo pipefail
 build=$1
 example=$2
@@ -30,11 +30,25 @@ ctest --test-dir "$work/consumer" --output-on-failure
 export PKG_CONFIG_PATH
 PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name tierpool.pc -print -quit)")
 libdir=$(pkg-config --variable=libdir tierpool)
-# shellcheck disable=SC2046  # pkg-config's flags are meant to be split
-cc -o "$work/c_via_pkg_config" "$example/main.c" $(pkg-config --cflags --libs tierpool) \
-   -Wl,-rpath,"$libdir"
+flags=$(pkg-config --cflags --libs tierpool)
+echo "pkg-config: $flags"
+# Plain paths: absolute, nothing to resolve, the directory that holds the library.
+if [[ $libdir != /* || $flags =~ /\.\.?/|// || ! -f $libdir/libtierpool.so ]]; then
+  echo "FAILED: pkg-config's paths are not plain: libdir=$libdir, flags: $flags"
+  exit 1
+fi
+# shellcheck disable=SC2086  # pkg-config's flags are meant to be split
+{
+  # With an rpath, as the chapter shows; in C and in C++.
+  cc -o "$work/c_via_pkg_config" "$example/main.c" $flags -Wl,-rpath,"$libdir"
+  c++ -std=c++17 -o "$work/cxx_via_pkg_config" "$example/main.cpp" $flags -Wl,-rpath,"$libdir"
+  # Without one: the loader finds the library through LD_LIBRARY_PATH (or ldconfig's cache).
+  cc -o "$work/c_no_rpath" "$example/main.c" $flags
+}
 "$work/c_via_pkg_config" >"$work/c_via_pkg_config.out"
 head -n 1 "$work/c_via_pkg_config.out"
+"$work/cxx_via_pkg_config"
+LD_LIBRARY_PATH=$libdir "$work/c_no_rpath" | head -n 1
 preload=$(pkg-config --variable=preload_library tierpool)
 LD_PRELOAD=$preload "$work/consumer/unaware" | grep libtierpool
 echo "the installed package works with CMake, pkg-config and LD_PRELOAD"

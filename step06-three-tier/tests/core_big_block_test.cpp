@@ -1,0 +1,309 @@
+// What real programs do with big blocks and with memory they are done with, each checked the way
+// a user would see it: how often a growing buffer moves, what a big calloc makes resident, when
+// freed memory leaves the resident set, what errno says after a call that worked, and whether
+// freed address space can serve a big block under an address-space limit.
+#include <errno.h>
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core_test_util.h"
+#include "tierpool/tierpool.h"
+
+namespace {
+
+constexpr std::size_t kKiB = 1024;
+constexpr std::size_t kMiB = 1024 * kKiB;
+
+bool ToolsWatchMemory() {
+  return core_test::UnderValgrind() || core_test::UnderSanitizer();
+}
+
+// A buffer grown by realloc in 64 KiB steps, each step writing its new bytes (Python's bytearray,
+// a growing std::string): a realloc that cannot grow in place copies everything so far, so a
+// buffer that moved at every step costs time quadratic in its size.
+TEST(CoreBigBlock, AGrowingBufferMovesLogarithmicallyOften) {
+  const std::size_t final_size = core_test::Scaled(256, 64, 32) * kMiB;
+  constexpr std::size_t kStep = 64 * kKiB;
+  unsigned char* buffer = nullptr;
+  int moves = 0;
+  for (std::size_t size = kStep; size <= final_size; size += kStep) {
+    auto* grown = static_cast<unsigned char*>(tierpool_realloc(buffer, size));
+    ASSERT_NE(grown, nullptr);
+    if (buffer != nullptr && grown != buffer) ++moves;
+    buffer = grown;
+    // The first byte of every 4 KiB page of the new step: the old ones must have come along.
+    for (std::size_t at = size - kStep; at < size; at += 4096)
+      buffer[at] = static_cast<unsigned char>(at >> 12);
+  }
+  for (std::size_t at = 0; at < final_size; at += 4096)
+    ASSERT_EQ(buffer[at], static_cast<unsigned char>(at >> 12)) << "offset " << at;
+  // Three moves through the classes above 64 KiB, then about one per doubling (log2 of
+  // 256 MiB / 320 KiB is under 10); every step was a move before blocks grew in place.
+  EXPECT_LE(moves, 20) << "moves for " << final_size / kStep << " steps";
+  tierpool_free(buffer);
+}
+
+// Shrinking a large block keeps it where it is and gives its tail back to the page heap.
+TEST(CoreBigBlock, ShrinkingALargeBlockGivesItsTailBack) {
+  const std::size_t big = core_test::Scaled(256, 64, 64) * kMiB;
+  auto* p = static_cast<char*>(tierpool_malloc(big));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 7, big);
+  const tierpool::Stats before = tierpool::GetStats();
+  void* q = tierpool_realloc(p, big / 2 + kMiB);
+  ASSERT_EQ(q, p) << "a shrink in place";
+  const tierpool::Stats after = tierpool::GetStats();
+  EXPECT_EQ(before.large_bytes_in_use - after.large_bytes_in_use, big / 2 - kMiB);
+  EXPECT_EQ(p[0], 7);
+  EXPECT_EQ(p[big / 2 + kMiB - 1], 7);
+  // And the tail's pages leave the resident set (the release delay, or at once on request).
+  tierpool_release_free_memory();
+  if (!ToolsWatchMemory()) {
+    const std::size_t resident = core_test::ResidentBytes();
+    EXPECT_LT(resident, before.mapped_bytes - big / 2 + 64 * kMiB);
+  }
+  tierpool_free(q);
+}
+
+// calloc of a big block clears nothing the OS has already cleared: a sparse table costs only the
+// pages it writes. Memory that was written and freed is cleared, though.
+TEST(CoreBigBlock, CallocOfABigBlockMakesOnlyTouchedPagesResident) {
+  const std::size_t table = core_test::Scaled(1024, 128, 64) * kMiB;
+  tierpool_release_free_memory();
+  const std::size_t rss_before = core_test::ResidentBytes();
+  auto* p = static_cast<unsigned char*>(tierpool_calloc(table / 4096, 4096));
+  ASSERT_NE(p, nullptr);
+  for (std::size_t at = 0; at < table; at += 4 * kMiB) {  // a sparse table: a few entries set
+    ASSERT_EQ(p[at], 0);
+    p[at] = 1;
+  }
+  const std::size_t rss_after = core_test::ResidentBytes();
+  if (!ToolsWatchMemory()) {
+    EXPECT_LT(rss_after, rss_before + 16 * kMiB) << "calloc made the whole table resident";
+  }
+  // Dirty the memory, free it, and calloc it again: now the allocator must clear it.
+  std::memset(p, 0xab, table);
+  tierpool_free(p);
+  auto* again = static_cast<unsigned char*>(tierpool_calloc(1, table));
+  ASSERT_NE(again, nullptr);
+  for (std::size_t at = 0; at < table; at += 4093)
+    ASSERT_EQ(again[at], 0) << "offset " << at;
+  tierpool_free(again);
+}
+
+// Freed memory goes back to the OS within a fraction of a second even when the program stops
+// calling the allocator (or calls only its fast paths): the release thread keeps the clock.
+TEST(CoreBigBlock, FreedMemoryGoesBackWithoutFurtherCalls) {
+  const std::size_t total = core_test::Scaled(512, 128, 64) * kMiB;
+  for (const std::size_t block : {1 * kMiB, 64 * kKiB}) {
+    tierpool_release_free_memory();
+    const std::size_t rss_before = core_test::ResidentBytes();
+    std::vector<void*> blocks;
+    for (std::size_t done = 0; done < total; done += block) {
+      void* p = tierpool_malloc(block);
+      ASSERT_NE(p, nullptr);
+      std::memset(p, 1, block);
+      blocks.push_back(p);
+    }
+    for (void* p : blocks)
+      tierpool_free(p);
+    // Fast paths only from here: one small block allocated and freed again and again.
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(core_test::Scaled(300, 600, 3000));
+    while (std::chrono::steady_clock::now() < deadline) {
+      for (int i = 0; i < 1000; ++i)
+        tierpool_free(tierpool_malloc(48));
+    }
+    const tierpool::Stats stats = tierpool::GetStats();
+    // What may stay: this thread's cache (its byte budget, 16 MiB at most), a central list's
+    // batches (about 1 MiB per class), and the few spans freed since the last look.
+    EXPECT_LT(stats.page_heap_free_bytes, 4 * kMiB) << "block " << block;
+    if (!ToolsWatchMemory()) {
+      EXPECT_LT(core_test::ResidentBytes(), rss_before + 24 * kMiB) << "block " << block;
+    }
+  }
+}
+
+// malloc_trim's job: every free byte back now, with no delay.
+TEST(CoreBigBlock, ReleaseFreeMemoryGivesEverythingBackAtOnce) {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 2000; ++i) {
+    blocks.push_back(tierpool_malloc(static_cast<std::size_t>(16 + (i * 97) % 300000)));
+    ASSERT_NE(blocks.back(), nullptr);
+    std::memset(blocks.back(), 2, 16);
+  }
+  for (void* p : blocks)
+    tierpool_free(p);
+  EXPECT_GT(tierpool_release_free_memory(), 0u);
+  const tierpool::Stats stats = tierpool::GetStats();
+  EXPECT_EQ(stats.thread_cache_bytes, 0u);
+  EXPECT_EQ(stats.central_cache_bytes, 0u);
+  EXPECT_EQ(stats.page_heap_free_bytes, 0u);
+}
+
+// errno is the program's: no call that succeeds may change it (C and POSIX: a function may set
+// errno only when it fails, as far as a program can tell; glibc's malloc never does).
+TEST(CoreBigBlock, SuccessfulCallsLeaveErrnoAlone) {
+  const int rounds = core_test::Scaled(64, 32, 8);
+  for (int i = 0; i < rounds; ++i) {
+    errno = 4242;
+    // Not a multiple of any page, spread over many 256 MiB page-map leaves.
+    void* p = tierpool_malloc(64 * kMiB + 1000 * static_cast<std::size_t>(i) + 1);
+    ASSERT_NE(p, nullptr);
+    void* q = tierpool_calloc(3, 100000 + static_cast<std::size_t>(i));
+    ASSERT_NE(q, nullptr);
+    void* r = tierpool_aligned_alloc(std::size_t{1} << 21, 3 * kMiB + 17);
+    ASSERT_NE(r, nullptr);
+    p = tierpool_realloc(p, 96 * kMiB + 3);
+    ASSERT_NE(p, nullptr);
+    tierpool_free(p);
+    tierpool_free(q);
+    tierpool_free(r);
+    EXPECT_EQ(errno, 4242) << "round " << i;
+  }
+  errno = 4242;
+  tierpool_release_free_memory();
+  EXPECT_EQ(errno, 4242);
+}
+
+// tierpool.h: a size of 0 given to the sized free means "not known": the block goes back to
+// its own class, found in the page map, whatever its size.
+TEST(CoreBigBlock, SizedFreeWithSizeZeroIsAnUnsizedFree) {
+  void* p = tierpool_malloc(400);
+  ASSERT_NE(p, nullptr);
+  tierpool_free_sized(p, 0);
+  std::vector<void*> small;
+  for (int i = 0; i < 100; ++i) {
+    small.push_back(tierpool_malloc(8));
+    EXPECT_NE(small.back(), p) << "a 400-byte block handed out as an 8-byte one";
+  }
+  for (void* s : small)
+    tierpool_free(s);
+  void* again = tierpool_malloc(400);
+  EXPECT_EQ(again, p) << "the block went back to its own class's list";
+  tierpool_free(again);
+}
+
+#if !TIERPOOL_HARDENED
+// A sized free with a wrong size is undefined behaviour (the hardened build aborts on it); in a
+// release build it must not corrupt the heap for everyone else: once the block leaves the thread
+// cache, it goes back to its own span, and no span ever serves two classes.
+TEST(CoreBigBlock, AWrongSizeInASizedFreeNeverMixesClassesInASpan) {
+  void* p = tierpool_malloc(512);
+  ASSERT_NE(p, nullptr);
+  tierpool_free_sized(p, 8);  // wrong: it is a 512-byte block
+  tierpool_thread_flush();    // to the central lists, where it meets the spans
+  std::vector<void*> blocks;
+  for (int i = 0; i < 5000; ++i) {
+    void* q = tierpool_malloc(8);
+    ASSERT_NE(q, nullptr);
+    // p itself may come back once as an 8-byte block (bigger than asked: harmless); no other
+    // block of its span may.
+    if (q != p) {
+      ASSERT_EQ(tierpool_usable_size(q), 8u) << "an 8-byte block from a 512-byte span";
+    }
+    blocks.push_back(q);
+  }
+  bool p_came_back = false;
+  for (int i = 0; i < 64; ++i) {
+    void* q = tierpool_malloc(512);
+    ASSERT_EQ(tierpool_usable_size(q), 512u);
+    p_came_back |= q == p;
+    blocks.push_back(q);
+  }
+  int times_p = 0;
+  for (void* q : blocks)
+    times_p += q == p;
+  EXPECT_TRUE(p_came_back || times_p == 1) << "the block was lost";
+  EXPECT_EQ(times_p, 1) << "the block was handed out twice";
+  for (void* q : blocks)
+    tierpool_free(q);
+  tierpool_thread_flush();
+}
+#endif
+
+// Under an address-space limit, address space freed by small blocks must be able to serve a big
+// block (glibc's heap trims and its big blocks are their own mappings; here free regions are
+// unmapped when the OS refuses to map more).
+TEST(CoreBigBlock, FreedAddressSpaceServesABigBlockUnderALimit) {
+  if (const char* why = tierpool_testing::AddressSpaceLimitUnusable()) GTEST_SKIP() << why;
+  tierpool_free(tierpool_malloc(16));  // initialized before the limit
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const rlim_t limit = core_test::VirtualBytes() + 1024 * kMiB;
+    const rlimit rl{limit, limit};
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(10);
+    std::vector<void*> kept;
+    kept.reserve(300000);
+    for (std::size_t total = 0; total < 900 * kMiB; total += 4000) {
+      void* p = tierpool_malloc(4000);
+      if (p == nullptr) _exit(11);
+      std::memset(p, 5, 64);
+      kept.push_back(p);
+    }
+    for (void* p : kept)
+      tierpool_free(p);
+    kept.clear();
+    tierpool_thread_flush();
+    void* big = tierpool_malloc(400 * kMiB);
+    if (big == nullptr) _exit(12);
+    std::memset(big, 1, 400 * kMiB);
+    tierpool_free(big);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child crashed";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: setrlimit, 11: the fill, 12: the big block";
+}
+
+// When the process has used up its pthread keys, the allocator works without thread caches
+// rather than writing to key 0, someone else's. Run in a fresh process (a death-test child of
+// the "threadsafe" style re-runs this binary), where the allocator has not started yet.
+std::atomic<int> foreign_destructor_calls{0};
+void ForeignKeyDestructor(void* value) {
+  if (value != nullptr) foreign_destructor_calls.fetch_add(1);
+}
+
+void UseTheAllocatorWithNoKeyLeft() {
+  pthread_key_t key;
+  int created = 0;
+  while (pthread_key_create(&key, ForeignKeyDestructor) == 0)
+    ++created;
+  if (created == 0) std::_Exit(20);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([] {
+      std::vector<void*> blocks;
+      for (int i = 0; i < 1000; ++i)
+        blocks.push_back(tierpool_malloc(static_cast<std::size_t>(8 + i % 700)));
+      for (void* p : blocks)
+        tierpool_free(p);
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  if (foreign_destructor_calls.load() != 0) std::_Exit(21);
+  if (tierpool::GetStats().thread_caches != 0) std::_Exit(22);
+  std::_Exit(0);
+}
+
+TEST(CoreBigBlockDeathTest, NoPthreadKeyLeftMeansNoThreadCachesNotSomeoneElsesKey) {
+  if (core_test::UnderValgrind()) GTEST_SKIP() << "a re-run of the binary under valgrind";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(UseTheAllocatorWithNoKeyLeft(), testing::ExitedWithCode(0), "")
+      << "20: no key could be made, 21: a foreign key's destructor got a value, 22: caches made";
+}
+
+}  // namespace
