@@ -7,13 +7,16 @@
 // resident memory instead of 1.6. Every name of the C++ runtime used here is a weak reference
 // instead. A C++ program has the runtime loaded, so they resolve, and operator new calls the
 // new-handler and throws as it always did; in a C program they stay null, and there no handler
-// can have been installed and no code catches. Only a runtime loaded with the program counts: a
-// C++ library that a C program dlopens later (a Python extension) is not seen, and its operator
-// new, out of memory, aborts with a message instead of throwing.
+// can have been installed and no code catches. A C++ runtime loaded later, with a C++ library
+// that a C program dlopens (a Python extension), is not bound to weak references: it is looked up
+// by name (LateRuntime), so that library's operator new still calls its new-handler and throws
+// std::bad_alloc, which the extension catches (Python turns it into MemoryError).
 //
 // libtierpool.a keeps strong references: linked statically, a weak reference pulls no member out
 // of libstdc++.a, and a program that never names std::bad_alloc itself would have none to throw.
 #include <cxxabi.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -54,8 +57,63 @@ bool CxxRuntimeLoaded() {
 #endif
 }
 
+// The pieces of a C++ runtime that was dlopened after start-up, found by their names, once, the
+// first time operator new runs out of memory without a runtime bound to the weak references.
+struct LateRuntime {
+  std::new_handler (*get_new_handler)() = nullptr;
+  void* (*allocate_exception)(std::size_t) = nullptr;
+  void (*throw_exception)(void*, std::type_info*, void (*)(void*)) = nullptr;
+  std::type_info* bad_alloc_type = nullptr;
+  const char* bad_alloc_vtable = nullptr;
+  void (*bad_alloc_destructor)(void*) = nullptr;
+
+  bool complete() const {
+    return get_new_handler && allocate_exception && throw_exception && bad_alloc_type &&
+           bad_alloc_vtable && bad_alloc_destructor;
+  }
+};
+
+LateRuntime late_runtime;
+pthread_once_t late_runtime_once = PTHREAD_ONCE_INIT;
+
+template <class T>
+void Find(void* library, const char* name, T& into) {
+  into = reinterpret_cast<T>(dlsym(library, name));
+}
+
+void FindLateRuntime() {
+  // RTLD_NOLOAD: only a runtime already in the process, never one loaded for this.
+  void* library = dlopen("libstdc++.so.6", RTLD_NOLOAD | RTLD_LAZY);
+  if (library == nullptr) return;
+  Find(library, "_ZSt15get_new_handlerv", late_runtime.get_new_handler);
+  Find(library, "__cxa_allocate_exception", late_runtime.allocate_exception);
+  Find(library, "__cxa_throw", late_runtime.throw_exception);
+  Find(library, "_ZTISt9bad_alloc", late_runtime.bad_alloc_type);
+  Find(library, "_ZTVSt9bad_alloc", late_runtime.bad_alloc_vtable);
+  Find(library, "_ZNSt9bad_allocD1Ev", late_runtime.bad_alloc_destructor);
+  dlclose(library);  // the process holds it still: the pointers stay valid
+}
+
+const LateRuntime* FoundLateRuntime() {
+  if (CxxRuntimeLoaded()) return nullptr;
+  pthread_once(&late_runtime_once, FindLateRuntime);
+  return late_runtime.complete() ? &late_runtime : nullptr;
+}
+
 std::new_handler NewHandler() {
-  return CxxRuntimeLoaded() ? std::get_new_handler() : nullptr;
+  if (CxxRuntimeLoaded()) return std::get_new_handler();
+  const LateRuntime* late = FoundLateRuntime();
+  return late != nullptr ? late->get_new_handler() : nullptr;
+}
+
+// `throw std::bad_alloc()` spelled out for a runtime found by name: a std::bad_alloc is one
+// pointer, to its vtable's functions (two words into the vtable, past the offset to the top and
+// the type), thrown with its type and destructor (the Itanium C++ ABI, which libstdc++ follows).
+[[noreturn]] void ThrowWithLateRuntime(const LateRuntime& late) {
+  void* exception = late.allocate_exception(sizeof(std::bad_alloc));
+  *static_cast<const void**>(exception) = late.bad_alloc_vtable + 2 * sizeof(void*);
+  late.throw_exception(exception, late.bad_alloc_type, late.bad_alloc_destructor);
+  abort();  // __cxa_throw does not return
 }
 
 }  // namespace
@@ -88,6 +146,7 @@ void* NewSlow(std::size_t request, bool nothrow) {
 
 void ThrowBadAlloc() {
   if (!CxxRuntimeLoaded()) {
+    if (const LateRuntime* late = FoundLateRuntime()) ThrowWithLateRuntime(*late);
     // Returning would hand the caller a null pointer it was promised never to see.
     static const char kMessage[] =
         "tierpool: operator new: out of memory, and no C++ runtime loaded to throw "

@@ -1,5 +1,7 @@
 #include "page_heap.h"
 
+#include <sched.h>
+
 #include <new>
 
 #include "memory_tools.h"
@@ -166,6 +168,13 @@ void PageHeap::Trim() {
     SpinLockHolder hold(lock_);
     while (lru_.lru_prev != &lru_ && ReleaseSpanLocked(lru_.lru_prev)) {
     }
+    // Spans another thread (the release thread) is giving back right now are out of the lists:
+    // the caller is promised they are gone when this returns, so wait for them.
+    while (releasing_ > 0) {
+      lock_.Unlock();
+      sched_yield();
+      lock_.Lock();
+    }
   }
   UnmapFreeRegions();
 }
@@ -328,9 +337,11 @@ void PageHeap::ReleaseLocked(std::uint64_t now) {
 bool PageHeap::ReleaseSpanLocked(Span* victim) {
   RemoveLocked(victim);
   victim->state = SpanState::kReleasing;
+  ++releasing_;
   lock_.Unlock();
   const bool released = OsRelease(victim->start(), victim->bytes());
   lock_.Lock();
+  --releasing_;
   victim->released = released;
   victim->state = SpanState::kFree;
   if (!released) victim->free_since_ms = NowMs();

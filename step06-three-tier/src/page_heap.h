@@ -144,6 +144,7 @@ class PageHeap {
   std::size_t window_peak_pages_ = 0;
   std::size_t previous_window_peak_pages_ = 0;
   std::uint64_t window_start_ms_ = 0;
+  int releasing_ = 0;  // spans in kReleasing: being given back, with the lock dropped
 };
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS

@@ -10,10 +10,13 @@
  *   errno    64 successful malloc/calloc/realloc/aligned_alloc calls of big odd sizes, each with
  *            errno set before: how many changed it
  *   aslimit  under an address-space limit of 1 GiB more than now, ~900 MiB of 4000-byte blocks
- *            allocated and freed, then malloc(400 MiB): 1 if it worked, 0 if not */
+ *            allocated and freed, then malloc(400 MiB): 1 if it worked, 0 if not
+ *   threads  500 threads that each allocate and free 2000 blocks of 16..4111 bytes, then wait:
+ *            KiB resident above the start while they wait, and after they exited ("idle,exited") */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +73,24 @@ static void fill_and_free(size_t block) {
   for (size_t i = 0; i < n; ++i)
     free(blocks[i]);
   free(blocks);
+}
+
+static pthread_barrier_t threads_done, threads_exit;
+
+static void* thread_work(void* arg) {
+  void* blocks[2000];
+  unsigned s = (unsigned)(long)arg * 2654435761u + 1;
+  for (int i = 0; i < 2000; ++i) {
+    s = s * 1103515245u + 12345u;
+    const size_t n = 16 + (s >> 8) % 4096;
+    blocks[i] = must(malloc(n));
+    memset(blocks[i], 1, n);
+  }
+  for (int i = 0; i < 2000; ++i)
+    free(blocks[i]);
+  pthread_barrier_wait(&threads_done);
+  pthread_barrier_wait(&threads_exit);
+  return NULL;
 }
 
 int main(int argc, char** argv) {
@@ -140,8 +161,28 @@ int main(int argc, char** argv) {
     if (big != NULL) memset(big, 1, 400 * MIB);
     printf("%d\n", big != NULL);
     free(big);
+  } else if (strcmp(mode, "threads") == 0) {
+    enum { kThreads = 500 };
+    pthread_t threads[kThreads];
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * KIB);
+    pthread_barrier_init(&threads_done, NULL, kThreads + 1);
+    pthread_barrier_init(&threads_exit, NULL, kThreads + 1);
+    const size_t before = resident_kib();
+    for (long i = 0; i < kThreads; ++i)
+      if (pthread_create(&threads[i], &attr, thread_work, (void*)i) != 0) return 95;
+    pthread_barrier_wait(&threads_done);
+    small_traffic(300);
+    const size_t idle = resident_kib();
+    pthread_barrier_wait(&threads_exit);
+    for (int i = 0; i < kThreads; ++i)
+      pthread_join(threads[i], NULL);
+    small_traffic(300);
+    const size_t exited = resident_kib();
+    printf("%zu,%zu\n", idle > before ? idle - before : 0, exited > before ? exited - before : 0);
   } else {
-    fprintf(stderr, "usage: %s grow|calloc|release|trim|errno|aslimit\n", argv[0]);
+    fprintf(stderr, "usage: %s grow|calloc|release|trim|errno|aslimit|threads\n", argv[0]);
     return 2;
   }
   return 0;

@@ -11,12 +11,15 @@
 #   trim     resident after malloc_trim(0): within 1.2x glibc's + 20 MiB
 #   errno    successful calls that changed errno: none
 #   aslimit  a 400 MiB block after freeing 900 MiB under a 1 GiB address-space limit: works
+#   threads  500 threads that allocated and freed and now wait: at most twice glibc's resident
+#            growth + 64 MiB (the thread caches' overall budget); after they exit, within 1.2x
+#            glibc's + 20 MiB
 set -euo pipefail
 lib=$1
 program=$2
 failed=0
 
-for mode in grow calloc release trim errno aslimit; do
+for mode in grow calloc release trim errno aslimit threads; do
   glibc=$("$program" "$mode")
   ours=$(LD_PRELOAD=$lib "$program" "$mode")
   case $mode in
@@ -25,6 +28,9 @@ for mode in grow calloc release trim errno aslimit; do
     release|trim) (( ours <= glibc * 12 / 10 + 20480 )) && ok=1 || ok=0 ;;
     errno) (( ours == 0 )) && ok=1 || ok=0 ;;
     aslimit) (( ours == 1 || glibc == 0 )) && ok=1 || ok=0 ;;
+    threads)
+      (( ${ours%,*} <= ${glibc%,*} * 2 + 65536 && ${ours#*,} <= ${glibc#*,} * 12 / 10 + 20480 )) &&
+        ok=1 || ok=0 ;;
   esac
   printf '%-8s glibc %-8s tierpool %-8s %s\n' "$mode" "$glibc" "$ours" \
     "$( ((ok)) && echo ok || echo FAILED)"

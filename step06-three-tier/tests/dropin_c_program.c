@@ -31,7 +31,7 @@ static int FindCxxRuntime(struct dl_phdr_info* info, size_t size, void* found) {
   return 0;
 }
 
-int main(void) {
+int main(int argc, char** argv) {
   /* Not linked with tierpool: its API is found in the process, where only the preload put it. */
   owns = (int (*)(const void*))dlsym(RTLD_DEFAULT, "tierpool_owns");
   if (owns == NULL) {
@@ -65,6 +65,18 @@ int main(void) {
   free(aligned);
   for (size_t i = 0; i < count; ++i)
     free(blocks[i]);
+
+  /* A C++ library opened now (tests/dropin_cxx_plugin.cpp) brings its runtime in: its operator
+     new, out of memory, must run its new-handler and throw std::bad_alloc it can catch. */
+  if (argc > 1) {
+    void* plugin = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    Check(plugin != NULL, "the C++ plugin does not load");
+    if (plugin != NULL) {
+      int (*out_of_memory)(void) = (int (*)(void))dlsym(plugin, "dropin_plugin_out_of_memory");
+      Check(out_of_memory != NULL && out_of_memory() == 1,
+            "a dlopened C++ library's operator new did not call its handler and throw bad_alloc");
+    }
+  }
 
   if (failures != 0) return 1;
   printf("a C program ran on tierpool (%zu blocks) with no C++ runtime loaded\n", count);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dropin_needs_libc.sh LIBTIERPOOL C_PROGRAM
+# dropin_needs_libc.sh LIBTIERPOOL C_PROGRAM [CXX_PLUGIN]
 #
 # libtierpool.so must need libc alone: every preloaded program loads what it needs, and a C
 # program (sh, ls, cat) that got libstdc++, libm and libgcc_s with it would start slower and use
@@ -8,7 +8,8 @@
 #   - every symbol it needs for certain (not weak) is libc's (one of libstdc++'s left strong would
 #     fail where it is absent: at load time, or at its first call),
 #   - C_PROGRAM (tests/dropin_c_program.c), a C program run with LD_PRELOAD=LIBTIERPOOL, is served
-#     by it and finds no C++ runtime in its process.
+#     by it and finds no C++ runtime in its process; then it dlopens CXX_PLUGIN
+#     (tests/dropin_cxx_plugin.cpp), whose operator new, out of memory, must still throw.
 set -euo pipefail
 lib=$1
 program=$2
@@ -29,4 +30,4 @@ if [ -n "$strong" ]; then
   exit 1
 fi
 
-LD_PRELOAD=$lib "$program"
+LD_PRELOAD=$lib "$program" ${3:+"$3"}
