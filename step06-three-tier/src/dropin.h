@@ -78,8 +78,8 @@ inline void* Realloc(void* ptr, std::size_t size) {
   // class, for the sake of a later sized free). A large one is the allocator's to resize: in
   // place whenever it can, its tail given back when it shrinks.
   const std::size_t request = MallocRequest(size);
-  if (impl::page_map.ClassOf(ptr) != 0) {
-    const std::size_t usable = tierpool_usable_size(ptr);
+  if (const std::uint32_t cl = impl::page_map.ClassOf(ptr); cl != 0) {
+    const std::size_t usable = impl::ClassSize(cl);
     if (request <= usable && request >= usable / 2) return ptr;
   }
   return tierpool_realloc(ptr, request);

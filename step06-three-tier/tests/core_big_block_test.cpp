@@ -53,6 +53,27 @@ TEST(CoreBigBlock, AGrowingBufferMovesLogarithmicallyOften) {
   tierpool_free(buffer);
 }
 
+// SPEC: a realloc that cannot be served returns NULL with ENOMEM and leaves the block as it was.
+// For a large block the refusal comes from the OS (32 TiB: within what the allocator would try),
+// after the in-place growth and the move with room have both been tried.
+TEST(CoreBigBlock, AGrowthTheOsRefusesLeavesTheLargeBlockAlone) {
+  auto* p = static_cast<unsigned char*>(tierpool_malloc(3 * kMiB));
+  ASSERT_NE(p, nullptr);
+  for (std::size_t at = 0; at < 3 * kMiB; at += 4096)
+    p[at] = static_cast<unsigned char>(at >> 12);
+  errno = 0;
+  EXPECT_EQ(tierpool_realloc(p, std::size_t{1} << 45), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(tierpool_usable_size(p), 3 * kMiB);
+  for (std::size_t at = 0; at < 3 * kMiB; at += 4096)
+    ASSERT_EQ(p[at], static_cast<unsigned char>(at >> 12)) << "offset " << at;
+  // And the block still grows and moves as usual afterwards.
+  auto* q = static_cast<unsigned char*>(tierpool_realloc(p, 40 * kMiB));
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q[2 * kMiB], static_cast<unsigned char>((2 * kMiB) >> 12));
+  tierpool_free(q);
+}
+
 // Shrinking a large block keeps it where it is and gives its tail back to the page heap.
 TEST(CoreBigBlock, ShrinkingALargeBlockGivesItsTailBack) {
   const std::size_t big = core_test::Scaled(256, 64, 64) * kMiB;
