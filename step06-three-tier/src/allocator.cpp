@@ -31,7 +31,8 @@ char* valgrind_leak_search_anchor_ref = valgrind_leak_search_anchor;
 
 namespace {
 
-alignas(Globals) unsigned char globals_storage[sizeof(Globals)];
+constinit Globals globals;
+static_assert(std::is_trivially_destructible_v<Globals>);  // never torn down at exit
 
 // Why the calling thread has no cache: never made one, making one right now (a nested call from
 // pthread_setspecific), or already gave it back at exit (a later thread-exit destructor frees).
@@ -218,13 +219,8 @@ void FreeUncached(void* ptr, std::uint32_t cl) {
 
 }  // namespace
 
-Globals::Globals() : page_heap(page_map, span_pool) {
-  for (std::uint32_t cl = 1; cl < kNumClasses; ++cl)
-    central[cl].Init(cl, &page_heap, &page_map, central, transfer_slots[cl]);
-}
-
 Globals& G() {
-  return *std::launder(reinterpret_cast<Globals*>(globals_storage));
+  return globals;
 }
 
 void InitSlow() {
@@ -232,7 +228,11 @@ void InitSlow() {
   if (init_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
     if constexpr (kHardened) free_list_key = tierpool_common::RandomLinkKey();
     ToolsCreatePool();
-    Globals* g = ::new (globals_storage) Globals();
+    Globals* g = &globals;
+    g->page_heap.Attach(&page_map, &g->span_pool);
+    CentralFreeList::Attach(&g->page_heap, &page_map, g->central, g->transfer_slots);
+    g->thread_budget.store(static_cast<std::int64_t>(kMaxThreadCacheBudget),
+                           std::memory_order_relaxed);
     g->thread_exit_key_ok = pthread_key_create(&g->thread_exit_key, DestroyThreadCache) == 0;
     const char* thread = getenv("TIERPOOL_RELEASE_THREAD");
     if (thread != nullptr && thread[0] == '0' && thread[1] == '\0')
@@ -460,8 +460,9 @@ void ReleaseIdleMemory() {
   std::uint64_t last = last_look_ms.load(std::memory_order_relaxed);
   if (now - last >= kDrainLookMs &&
       last_look_ms.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-    for (std::uint32_t cl = 1; cl < kNumClasses; ++cl)
-      g.central[cl].DrainIfIdle();
+    for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
+      if (CentralFreeList::InUse(cl)) g.central[cl].DrainIfIdle();
+    }
   }
   g.page_heap.ReleaseExpired();
 }
@@ -496,8 +497,9 @@ std::size_t ReleaseFreeMemory() {
   EnsureInit();
   Globals& g = G();
   if (tls_cache != &empty_cache) tls_cache->ReleaseAll();
-  for (std::uint32_t cl = 1; cl < kNumClasses; ++cl)
-    g.central[cl].DrainIfIdle(/*all=*/true);
+  for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
+    if (CentralFreeList::InUse(cl)) g.central[cl].DrainIfIdle(/*all=*/true);
+  }
   const PageHeapStats before = g.page_heap.Stats();
   g.page_heap.Trim();
   const PageHeapStats after = g.page_heap.Stats();

@@ -28,20 +28,23 @@ namespace tierpool::TIERPOOL_INTERNAL_NS {
 
 // Everything global except the page map, built on first use (no static constructor runs it:
 // the allocator may be called before main).
+// One static object, constant-initialized to zero bytes: no constructor runs and nothing is
+// written until InitSlow attaches the tiers to each other, so a process pays page faults only for
+// the parts it uses.
 struct Globals {
-  Globals();
+  constexpr Globals() = default;
   FixedPool<Span> span_pool;
   FixedPool<ThreadCacheMemory> cache_pool;
   PageHeap page_heap;
   CentralFreeList central[kNumClasses];
-  // The central lists' transfer slots. No initializer: the storage is zero already, and only the
-  // pages of the slots in use are ever touched.
-  CentralFreeList::Batch transfer_slots[kNumClasses][CentralFreeList::kMaxTransferSlots];
+  // The central lists' transfer slots: only the pages of the slots in use are ever touched.
+  CentralFreeList::Batch transfer_slots[kNumClasses][CentralFreeList::kMaxTransferSlots] = {};
   SpinLock registry_lock;
   ThreadCache* registry_head = nullptr;
   std::size_t thread_caches = 0;  // guarded by registry_lock
-  // Each thread cache's share of kOverallThreadCacheBudget; caches read it in their slow paths.
-  std::atomic<std::int64_t> thread_budget{static_cast<std::int64_t>(kMaxThreadCacheBudget)};
+  // Each thread cache's share of kOverallThreadCacheBudget (set by InitSlow); caches read it in
+  // their slow paths.
+  std::atomic<std::int64_t> thread_budget{0};
   pthread_key_t thread_exit_key{};
   // false when pthread_key_create failed (the process used up its keys): then no thread gets a
   // cache, since nothing would give it back at exit, and every call goes to the central lists.

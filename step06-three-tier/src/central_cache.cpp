@@ -6,20 +6,28 @@
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
 
-void CentralFreeList::Init(std::uint32_t size_class, PageHeap* page_heap, PageMap* page_map,
-                           CentralFreeList* all, Batch* slots) {
-  all_ = all;
-  slots_ = slots;
-  size_class_ = size_class;
-  object_size_ = kClasses[size_class].size;
-  batch_ = kClasses[size_class].batch;
-  max_slots_ = kClasses[size_class].transfer_slots;
+void CentralFreeList::Attach(PageHeap* page_heap, PageMap* page_map, CentralFreeList* all,
+                             Batch (*slots)[kMaxTransferSlots]) {
   page_heap_ = page_heap;
   page_map_ = page_map;
+  all_ = all;
+  all_slots_ = slots;
+}
+
+void CentralFreeList::SetUpLocked() {
+  size_class_ = static_cast<std::uint32_t>(this - all_);
+  slots_ = all_slots_[size_class_];
+  object_size_ = kClasses[size_class_].size;
+  batch_ = kClasses[size_class_].batch;
+  max_slots_ = kClasses[size_class_].transfer_slots;
+  in_use_[size_class_ / 64].fetch_or(std::uint64_t{1} << (size_class_ % 64),
+                                     std::memory_order_release);
 }
 
 int CentralFreeList::RemoveRange(void** first, void** second, int n) {
   lock_.Lock();
+  // Objects of a class come back only after some were taken: the set-up is needed here alone.
+  if (TIERPOOL_UNLIKELY(object_size_ == 0)) SetUpLocked();
   if (n == batch_ && used_slots_ > 0) {
     const Batch& batch = slots_[--used_slots_];
     ++slot_takes_;
@@ -112,7 +120,7 @@ int CentralFreeList::FetchFromSpansLocked(void** first, void** second, int n) {
       ++got;
     }
     if (span->free_list == nullptr && span->carve_next >= span->carve_end) {
-      SpanList::Remove(span);
+      spans_.Remove(span);
       span->in_central_list = false;
     }
   }
@@ -150,7 +158,7 @@ void CentralFreeList::ReleaseToSpansLocked(void* first, void* second, int n, Spa
     StoreNext(object, span->free_list);
     span->free_list = object;
     if (--span->allocated == 0) {
-      if (span->in_central_list) SpanList::Remove(span);
+      if (span->in_central_list) spans_.Remove(span);
       span->in_central_list = false;
       free_objects_.fetch_sub(kClasses[size_class_].objects, std::memory_order_relaxed);
       span->next = *emptied;

@@ -34,21 +34,27 @@ class alignas(64) CentralFreeList {
     void* second;
   };
 
-  CentralFreeList() = default;
+  constexpr CentralFreeList() = default;
   CentralFreeList(const CentralFreeList&) = delete;
   CentralFreeList& operator=(const CentralFreeList&) = delete;
-  // `all`: the central lists of every class, indexed by class (where a block freed with the
-  // wrong size is sent back to). `slots`: kMaxTransferSlots batches of storage, outside this
-  // object, so that making the 208 lists at start-up writes a few pages, not one 1 KiB array
-  // each (a preloaded `ls` paid 63 page faults for them).
-  void Init(std::uint32_t size_class, PageHeap* page_heap, PageMap* page_map, CentralFreeList* all,
-            Batch* slots);
+  // What every central list shares, set once at start-up: `all`, the lists of every class,
+  // indexed by class (where a block freed with the wrong size is sent back to); `slots`,
+  // kMaxTransferSlots batches of storage per class. A list sets itself up from these on its
+  // first use, so that a process writes only the lists of the classes it uses: eager set-up of
+  // the 208 lists cost a preloaded `ls` 7 page faults (and slots kept inside each list, 63).
+  static void Attach(PageHeap* page_heap, PageMap* page_map, CentralFreeList* all,
+                     Batch (*slots)[kMaxTransferSlots]);
 
   // Up to `n` objects as a chain starting *first, *second (*second null for one object).
   // Returns how many (0 only when the OS refuses memory).
   int RemoveRange(void** first, void** second, int n);
   // Takes back a chain of `n` objects starting first, second.
   void InsertRange(void* first, void* second, int n);
+  // Whether the list of class `cl` was ever used: the drains skip the others, which nothing
+  // has written (their pages never touched).
+  static bool InUse(std::uint32_t cl) {
+    return (in_use_[cl / 64].load(std::memory_order_acquire) >> (cl % 64)) & 1;
+  }
   // Batches nobody took since the previous call (`all`: every batch) go back to their spans:
   // free objects parked here pin their spans' memory. True if it drained.
   bool DrainIfIdle(bool all = false);
@@ -64,6 +70,7 @@ class alignas(64) CentralFreeList {
   // (freed with a wrong size) on *strays, both for after the lock.
   void ReleaseToSpansLocked(void* first, void* second, int n, Span** emptied, void** strays);
   void ReturnStrays(void* strays);
+  void SetUpLocked();
   Span* NewSpan();
   void ReturnSpans(Span* emptied, bool long_idle);  // long_idle: FreedPages::kIdle
 
@@ -73,13 +80,15 @@ class alignas(64) CentralFreeList {
   int batch_ = 0;
   int max_slots_ = 0;
   int used_slots_ = 0;
-  Batch* slots_ = nullptr;             // kMaxTransferSlots of them, kept apart (see Init)
+  Batch* slots_ = nullptr;             // kMaxTransferSlots of them, kept apart (see Attach)
   std::uint64_t slot_takes_ = 0;       // batches taken from the slots, ever
   std::uint64_t slot_takes_seen_ = 0;  // ... as of the previous DrainIfIdle
   SpanList spans_;                     // spans with objects to hand out
-  PageHeap* page_heap_ = nullptr;
-  PageMap* page_map_ = nullptr;
-  CentralFreeList* all_ = nullptr;
+  static inline PageHeap* page_heap_ = nullptr;
+  static inline PageMap* page_map_ = nullptr;
+  static inline CentralFreeList* all_ = nullptr;
+  static inline Batch (*all_slots_)[kMaxTransferSlots] = nullptr;
+  static inline std::atomic<std::uint64_t> in_use_[(kNumClasses + 63) / 64] = {};
   std::atomic<std::size_t> free_objects_{0};
   std::atomic<std::size_t> out_objects_{0};
 };

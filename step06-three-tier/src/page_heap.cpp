@@ -8,26 +8,33 @@
 #include "os.h"
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
-namespace {
-
-// The age list of backed free spans threads through Span::lru_next / lru_prev.
-void LruUnlink(Span* span) {
-  span->lru_prev->lru_next = span->lru_next;
-  span->lru_next->lru_prev = span->lru_prev;
+// The age list of backed free spans threads through Span::lru_next (towards the oldest) and
+// lru_prev (towards the newest).
+void PageHeap::LruUnlink(Span* span) {
+  (span->lru_prev != nullptr ? span->lru_prev->lru_next : lru_newest_) = span->lru_next;
+  (span->lru_next != nullptr ? span->lru_next->lru_prev : lru_oldest_) = span->lru_prev;
   span->lru_next = span->lru_prev = nullptr;
 }
-void LruInsertAfter(Span* where, Span* span) {
-  span->lru_prev = where;
-  span->lru_next = where->lru_next;
-  where->lru_next->lru_prev = span;
-  where->lru_next = span;
+void PageHeap::LruInsert(Span* span, bool as_oldest) {
+  Span*& end = as_oldest ? lru_oldest_ : lru_newest_;
+  Span*& other_end = as_oldest ? lru_newest_ : lru_oldest_;
+  (as_oldest ? span->lru_prev : span->lru_next) = end;
+  (as_oldest ? span->lru_next : span->lru_prev) = nullptr;
+  if (end != nullptr) {
+    (as_oldest ? end->lru_next : end->lru_prev) = span;
+  } else {
+    other_end = span;
+  }
+  end = span;
 }
 
-}  // namespace
+PageHeap::PageHeap(PageMap& page_map, FixedPool<Span>& span_pool) {
+  Attach(&page_map, &span_pool);
+}
 
-PageHeap::PageHeap(PageMap& page_map, FixedPool<Span>& span_pool)
-    : page_map_(page_map), span_pool_(span_pool) {
-  lru_.lru_next = lru_.lru_prev = &lru_;
+void PageHeap::Attach(PageMap* page_map, FixedPool<Span>* span_pool) {
+  page_map_ = page_map;
+  span_pool_ = span_pool;
 }
 
 Span* PageHeap::New(std::size_t pages, SpanState state, std::size_t room) {
@@ -125,7 +132,7 @@ bool PageHeap::Resize(Span* span, std::size_t pages) {
   SpinLockHolder hold(lock_);
   if (pages > span->num_pages) {
     const std::uintptr_t after = span->first_page + span->num_pages;
-    Span* next = page_map_.Get(after);
+    Span* next = page_map_->Get(after);
     if (next == nullptr || next->state != SpanState::kFree || next->first_page != after ||
         span->num_pages + next->num_pages < pages)
       return false;
@@ -134,13 +141,13 @@ bool PageHeap::Resize(Span* span, std::size_t pages) {
     if (next->num_pages > extra) {  // the rest of the neighbour stays free, a little shorter
       next->first_page += extra;
       next->num_pages -= extra;
-      page_map_.Set(next->first_page, next);
+      page_map_->Set(next->first_page, next);
       InsertLocked(next);
     } else {
-      span_pool_.Delete(next);
+      span_pool_->Delete(next);
     }
     span->num_pages = pages;
-    page_map_.Set(span->last_page(), span);
+    page_map_->Set(span->last_page(), span);
     CountInUse(extra);
     return true;
   }
@@ -159,14 +166,14 @@ void PageHeap::ReleaseExpired() {
 
 std::uint64_t PageHeap::NextExpiryMs() {
   SpinLockHolder hold(lock_);
-  if (lru_.lru_prev == &lru_) return 0;
-  return lru_.lru_prev->free_since_ms + kReleaseDelayMs;
+  if (lru_oldest_ == nullptr) return 0;
+  return lru_oldest_->free_since_ms + kReleaseDelayMs;
 }
 
 void PageHeap::Trim() {
   {
     SpinLockHolder hold(lock_);
-    while (lru_.lru_prev != &lru_ && ReleaseSpanLocked(lru_.lru_prev)) {
+    while (lru_oldest_ != nullptr && ReleaseSpanLocked(lru_oldest_)) {
     }
     // Spans another thread (the release thread) is giving back right now are out of the lists:
     // the caller is promised they are gone when this returns, so wait for them.
@@ -204,7 +211,7 @@ Span* PageHeap::TakeFromBinsLocked(std::size_t pages) {
   if (own >= 0) {
     for (SpanList* list : {&bins_[0][own], &bins_[1][own]}) {
       int looked = 0;
-      for (Span* s = list->begin(); s != list->end() && looked < kBinScan; s = s->next, ++looked) {
+      for (Span* s = list->first(); s != nullptr && looked < kBinScan; s = s->next, ++looked) {
         if (s->num_pages >= pages && (best == nullptr || s->num_pages < best->num_pages)) best = s;
       }
       if (best != nullptr) break;  // backed before released
@@ -248,17 +255,15 @@ void PageHeap::InsertLocked(Span* span) {
   if (!span->released) {
     // Newest first; a span that has been free longer than the newest (the rest of a split, an
     // idle span) goes to the back, where the next look finds it.
-    Span* newest = lru_.lru_next;
-    const bool older = newest != &lru_ && span->free_since_ms < newest->free_since_ms;
-    LruInsertAfter(older ? lru_.lru_prev : &lru_, span);
+    LruInsert(span, lru_newest_ != nullptr && span->free_since_ms < lru_newest_->free_since_ms);
   }
-  page_map_.Set(span->first_page, span);
-  page_map_.Set(span->last_page(), span);
+  page_map_->Set(span->first_page, span);
+  page_map_->Set(span->last_page(), span);
   CountFree(span, +1);
 }
 
 void PageHeap::RemoveLocked(Span* span) {
-  SpanList::Remove(span);
+  ListFor(span->num_pages, span->released).Remove(span);
   MarkIfEmpty(span->num_pages, span->released);
   if (!span->released) LruUnlink(span);
   CountFree(span, -1);
@@ -267,7 +272,7 @@ void PageHeap::RemoveLocked(Span* span) {
 // Cuts `span` (taken out of the lists) after `keep_pages`; returns the tail, not in any list,
 // with its first and last page recorded. nullptr when no metadata is left (span unchanged).
 Span* PageHeap::SplitTailLocked(Span* span, std::size_t keep_pages) {
-  Span* tail = span_pool_.New();
+  Span* tail = span_pool_->New();
   if (tail == nullptr) return nullptr;
   tail->first_page = span->first_page + keep_pages;
   tail->num_pages = span->num_pages - keep_pages;
@@ -275,10 +280,10 @@ Span* PageHeap::SplitTailLocked(Span* span, std::size_t keep_pages) {
   tail->free_since_ms = span->free_since_ms;
   tail->state = SpanState::kFree;
   span->num_pages = keep_pages;
-  page_map_.Set(span->first_page, span);
-  page_map_.Set(span->last_page(), span);
-  page_map_.Set(tail->first_page, tail);
-  page_map_.Set(tail->last_page(), tail);
+  page_map_->Set(span->first_page, span);
+  page_map_->Set(span->last_page(), span);
+  page_map_->Set(tail->first_page, tail);
+  page_map_->Set(tail->last_page(), tail);
   return tail;
 }
 
@@ -286,24 +291,24 @@ Span* PageHeap::SplitTailLocked(Span* span, std::size_t keep_pages) {
 // spans stay apart, so the counters stay exact and a released range never looks backed.
 Span* PageHeap::CoalesceLocked(Span* span) {
   if (span->first_page > 0) {
-    Span* prev = page_map_.Get(span->first_page - 1);
+    Span* prev = page_map_->Get(span->first_page - 1);
     if (prev != nullptr && prev->state == SpanState::kFree && prev->released == span->released &&
         prev->first_page + prev->num_pages == span->first_page) {
       RemoveLocked(prev);
       span->first_page = prev->first_page;
       span->num_pages += prev->num_pages;
       if (prev->free_since_ms > span->free_since_ms) span->free_since_ms = prev->free_since_ms;
-      span_pool_.Delete(prev);
+      span_pool_->Delete(prev);
     }
   }
   const std::uintptr_t after = span->first_page + span->num_pages;
-  Span* next = page_map_.Get(after);
+  Span* next = page_map_->Get(after);
   if (next != nullptr && next->state == SpanState::kFree && next->released == span->released &&
       next->first_page == after) {
     RemoveLocked(next);
     span->num_pages += next->num_pages;
     if (next->free_since_ms > span->free_since_ms) span->free_since_ms = next->free_since_ms;
-    span_pool_.Delete(next);
+    span_pool_->Delete(next);
   }
   return span;
 }
@@ -318,7 +323,7 @@ void PageHeap::ReleaseLocked(std::uint64_t now) {
     window_peak_pages_ = in_use_now;
     window_start_ms_ = now;
   }
-  for (Span* oldest = lru_.lru_prev; oldest != &lru_; oldest = lru_.lru_prev) {
+  for (Span* oldest = lru_oldest_; oldest != nullptr; oldest = lru_oldest_) {
     const std::size_t backed = free_backed_pages_.load(std::memory_order_relaxed);
     const std::size_t in_use = in_use_pages_.load(std::memory_order_relaxed);
     const std::size_t peak = window_peak_pages_ > previous_window_peak_pages_
@@ -352,7 +357,7 @@ bool PageHeap::ReleaseSpanLocked(Span* victim) {
 bool PageHeap::Grow(std::size_t pages) {
   const std::size_t wanted = ((pages << kPageShift) + kRegionSize - 1) & ~(kRegionSize - 1);
   if (wanted < (pages << kPageShift) || wanted > kMaxRequest + kRegionSize) return false;
-  Span* span = span_pool_.New();
+  Span* span = span_pool_->New();
   if (span == nullptr) return false;
   std::size_t bytes = wanted > kMinGrowBytes ? wanted : kMinGrowBytes;
   void* memory = OsMap(bytes, kRegionSize);
@@ -361,12 +366,12 @@ bool PageHeap::Grow(std::size_t pages) {
     memory = OsMap(bytes, kRegionSize);
   }
   const auto first = reinterpret_cast<std::uintptr_t>(memory) >> kPageShift;
-  if (memory == nullptr || !page_map_.Ensure(first, bytes >> kPageShift)) {
+  if (memory == nullptr || !page_map_->Ensure(first, bytes >> kPageShift)) {
     if (memory != nullptr) OsUnmap(memory, bytes);
-    span_pool_.Delete(span);
+    span_pool_->Delete(span);
     return false;
   }
-  page_map_.MarkMapped(reinterpret_cast<std::uintptr_t>(memory), bytes);
+  page_map_->MarkMapped(reinterpret_cast<std::uintptr_t>(memory), bytes);
   MarkUnusable(memory, bytes);
   SpinLockHolder hold(lock_);
   mapped_bytes_.fetch_add(bytes, std::memory_order_relaxed);
@@ -390,7 +395,7 @@ std::size_t PageHeap::UnmapFreeRegions() {
   {
     SpinLockHolder hold(lock_);
     auto visit = [&](SpanList& list) {
-      for (Span* s = list.begin(); s != list.end();) {
+      for (Span* s = list.first(); s != nullptr;) {
         Span* following = s->next;
         const std::uintptr_t start = (s->first_page + kRegionPages - 1) & ~(kRegionPages - 1);
         const std::uintptr_t end = (s->first_page + s->num_pages) & ~(kRegionPages - 1);
@@ -413,10 +418,10 @@ std::size_t PageHeap::UnmapFreeRegions() {
           if (middle != nullptr) {
             // Forgotten before the lock drops: once unmapped, the range may become anyone's.
             middle->state = SpanState::kReleasing;
-            page_map_.Set(middle->first_page, nullptr);
-            page_map_.Set(middle->last_page(), nullptr);
-            page_map_.MarkUnmapped(reinterpret_cast<std::uintptr_t>(middle->start()),
-                                   middle->bytes());
+            page_map_->Set(middle->first_page, nullptr);
+            page_map_->Set(middle->last_page(), nullptr);
+            page_map_->MarkUnmapped(reinterpret_cast<std::uintptr_t>(middle->start()),
+                                    middle->bytes());
             mapped_bytes_.fetch_sub(middle->bytes(), std::memory_order_relaxed);
             unmapped += middle->bytes();
             middle->next = doomed;
@@ -439,7 +444,7 @@ std::size_t PageHeap::UnmapFreeRegions() {
     Span* span = doomed;
     doomed = span->next;
     OsUnmap(span->start(), span->bytes());
-    span_pool_.Delete(span);
+    span_pool_->Delete(span);
   }
   return unmapped;
 }
@@ -464,7 +469,7 @@ std::size_t PageHeap::FreeSpansOfLength(std::size_t pages, bool released) {
   SpinLockHolder hold(lock_);
   std::size_t count = 0;
   SpanList& list = ListFor(pages, released);
-  for (Span* s = list.begin(); s != list.end(); s = s->next)
+  for (Span* s = list.first(); s != nullptr; s = s->next)
     count += s->num_pages == pages;
   return count;
 }

@@ -53,7 +53,11 @@ class PageHeap {
  public:
   static constexpr std::size_t kMaxExactPages = 128;  // 1 MiB
 
+  // The allocator's own page heap is a static object that no constructor writes (its lists are
+  // all zero bytes, see SpanList), attached to the page map and the span pool at start-up.
+  constexpr PageHeap() = default;
   PageHeap(PageMap& page_map, FixedPool<Span>& span_pool);
+  void Attach(PageMap* page_map, FixedPool<Span>* span_pool);
   PageHeap(const PageHeap&) = delete;
   PageHeap& operator=(const PageHeap&) = delete;
 
@@ -114,6 +118,8 @@ class PageHeap {
   // Unmaps the whole 2 MiB regions inside free spans; the bytes unmapped.
   std::size_t UnmapFreeRegions();
   void CountFree(const Span* span, std::ptrdiff_t sign);
+  void LruUnlink(Span* span);
+  void LruInsert(Span* span, bool as_oldest);
   void CountInUse(std::size_t pages);
 
   SpanList& ListFor(std::size_t pages, bool released) {
@@ -122,16 +128,17 @@ class PageHeap {
   void MarkNonEmpty(std::size_t pages, bool released);
   void MarkIfEmpty(std::size_t pages, bool released);
 
-  PageMap& page_map_;
-  FixedPool<Span>& span_pool_;
+  PageMap* page_map_ = nullptr;
+  FixedPool<Span>* span_pool_ = nullptr;
   SpinLock lock_;
   SpanList exact_[2][kMaxExactPages + 1];
   SpanList bins_[2][kBins];
   // Bit n of nonempty_[released]: exact_[released][n] has a span; of bins_nonempty_: bins_.
   std::uint64_t nonempty_[2][(kMaxExactPages + 1 + 63) / 64] = {};
   std::uint64_t bins_nonempty_[2] = {};
-  // Backed free spans by age (lru_next / lru_prev), through a sentinel.
-  Span lru_;
+  // Backed free spans by age, newest to oldest through lru_next.
+  Span* lru_newest_ = nullptr;
+  Span* lru_oldest_ = nullptr;
 
   // Written under lock_, read by Stats() without it.
   std::atomic<std::size_t> mapped_bytes_{0};
