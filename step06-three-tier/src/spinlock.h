@@ -1,12 +1,16 @@
-// The allocator's only lock: test-and-test-and-set with a pause, then sched_yield.
+// The allocator's only lock: one word, taken with a compare-and-swap; a waiter spins briefly,
+// then sleeps in the kernel (futex) until the holder unlocks.
 //
 // Why not std::mutex: the allocator may run before main, inside pthread_atfork handlers and after
-// static destructors, and a futex-free lock has no state beyond one word, so the fork hooks can
-// take every lock and the child can simply reset them. Why yield: with more threads than cores a
-// lock holder may be descheduled, and spinning for a whole time slice would waste it.
+// static destructors, and this lock has no state beyond one word, so the fork hooks can take
+// every lock and the child can simply reset them. Why sleep: with more threads than cores a lock
+// holder may be descheduled; a waiter that spins or yields burns the time slices the holder
+// needs to finish (16 threads on 2 cores queued behind one preempted holder of a central list).
 #pragma once
 
-#include <sched.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 
@@ -21,29 +25,42 @@ class SpinLock {
   SpinLock& operator=(const SpinLock&) = delete;
 
   void Lock() {
-    if (TIERPOOL_LIKELY(!locked_.exchange(true, std::memory_order_acquire))) return;
+    int expected = kFree;
+    if (TIERPOOL_LIKELY(state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire,
+                                                       std::memory_order_relaxed)))
+      return;
     LockSlow();
   }
-  void Unlock() { locked_.store(false, std::memory_order_release); }
+  void Unlock() {
+    if (TIERPOOL_UNLIKELY(state_.exchange(kFree, std::memory_order_release) == kSleepers)) Wake();
+  }
   // Only for the fork child, where the thread that held the lock no longer exists.
-  void ResetAfterFork() { locked_.store(false, std::memory_order_relaxed); }
+  void ResetAfterFork() { state_.store(kFree, std::memory_order_relaxed); }
 
  private:
+  enum : int { kFree = 0, kLocked = 1, kSleepers = 2 };  // kSleepers: locked, someone may sleep
+
   TIERPOOL_NOINLINE void LockSlow() {
-    for (int spins = 0;; ++spins) {
-      while (locked_.load(std::memory_order_relaxed)) {
-        if (spins < 64) {
-          __builtin_ia32_pause();
-          ++spins;
-        } else {
-          sched_yield();
-        }
-      }
-      if (!locked_.exchange(true, std::memory_order_acquire)) return;
+    // A holder that is running lets go within a few hundred cycles: spin that long.
+    for (int spins = 0; spins < 100; ++spins) {
+      __builtin_ia32_pause();
+      int expected = kFree;
+      if (state_.load(std::memory_order_relaxed) == kFree &&
+          state_.compare_exchange_weak(expected, kLocked, std::memory_order_acquire,
+                                       std::memory_order_relaxed))
+        return;
     }
+    // Then the holder is probably not running (more threads than cores): sleep in the kernel
+    // until it unlocks, instead of spinning or yielding through its time slice. Whoever takes
+    // the lock from here on marks it kSleepers, so its unlock wakes the next sleeper.
+    while (state_.exchange(kSleepers, std::memory_order_acquire) != kFree)
+      syscall(SYS_futex, &state_, FUTEX_WAIT_PRIVATE, kSleepers, nullptr, nullptr, 0);
+  }
+  TIERPOOL_NOINLINE void Wake() {
+    syscall(SYS_futex, &state_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
   }
 
-  std::atomic<bool> locked_{false};
+  std::atomic<int> state_{kFree};
 };
 
 class SpinLockHolder {
