@@ -14,6 +14,19 @@ void CentralFreeList::Attach(PageHeap* page_heap, PageMap* page_map, CentralFree
   all_slots_ = slots;
 }
 
+bool CentralFreeList::Park() {
+  const std::size_t bytes = std::size_t{object_size_} * static_cast<std::size_t>(batch_);
+  if (parked_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes <= kMaxParkedBytes)
+    return true;
+  parked_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  return false;
+}
+
+void CentralFreeList::Unpark() {
+  parked_bytes_.fetch_sub(std::size_t{object_size_} * static_cast<std::size_t>(batch_),
+                          std::memory_order_relaxed);
+}
+
 void CentralFreeList::SetUpLocked() {
   size_class_ = static_cast<std::uint32_t>(this - all_);
   slots_ = all_slots_[size_class_];
@@ -30,6 +43,7 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n) {
   if (TIERPOOL_UNLIKELY(object_size_ == 0)) SetUpLocked();
   if (n == batch_ && used_slots_ > 0) {
     const Batch& batch = slots_[--used_slots_];
+    Unpark();
     ++slot_takes_;
     *first = batch.first;
     *second = batch.second;
@@ -59,7 +73,7 @@ void CentralFreeList::InsertRange(void* first, void* second, int n) {
   lock_.Lock();
   free_objects_.fetch_add(static_cast<std::size_t>(n), std::memory_order_relaxed);
   out_objects_.fetch_sub(static_cast<std::size_t>(n), std::memory_order_relaxed);
-  if (n == batch_ && used_slots_ < max_slots_) {
+  if (n == batch_ && used_slots_ < max_slots_ && Park()) {
     slots_[used_slots_++] = Batch{first, second};
     lock_.Unlock();
     return;
@@ -81,6 +95,7 @@ bool CentralFreeList::DrainIfIdle(bool all) {
   if (idle) {
     while (used_slots_ > 0) {
       const Batch& batch = slots_[--used_slots_];
+      Unpark();
       ReleaseToSpansLocked(batch.first, batch.second, batch_, &emptied, &strays);
     }
   }

@@ -71,6 +71,10 @@ class alignas(64) CentralFreeList {
   void ReleaseToSpansLocked(void* first, void* second, int n, Span** emptied, void** strays);
   void ReturnStrays(void* strays);
   void SetUpLocked();
+  // A batch into / out of the slots: counted against kMaxParkedBytes. Park is false (and counts
+  // nothing) when the batch would take the slots of all classes past it.
+  bool Park();
+  void Unpark();
   Span* NewSpan();
   void ReturnSpans(Span* emptied, bool long_idle);  // long_idle: FreedPages::kIdle
 
@@ -89,6 +93,7 @@ class alignas(64) CentralFreeList {
   static inline CentralFreeList* all_ = nullptr;
   static inline Batch (*all_slots_)[kMaxTransferSlots] = nullptr;
   static inline std::atomic<std::uint64_t> in_use_[(kNumClasses + 63) / 64] = {};
+  static inline std::atomic<std::size_t> parked_bytes_{0};  // in the slots of every class
   std::atomic<std::size_t> free_objects_{0};
   std::atomic<std::size_t> out_objects_{0};
 };

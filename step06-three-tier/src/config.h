@@ -73,6 +73,14 @@ inline constexpr std::uint32_t kMaxListLength = std::uint32_t{1} << 22;
 // (W2) needs all of them in its list, or every round goes through the central lists.
 inline constexpr std::size_t kMaxListBytes = 1 * std::size_t{1} << 20;
 
+// Bytes the central cache's transfer slots may hold, all classes together. Each class may keep
+// up to 1 MiB of whole batches ready for the next thread that needs them, but a program that
+// uses a hundred classes (random sizes up to 32 KiB) would then park a hundred MiB of free
+// objects there, pinning their spans: 64 MB stayed parked at the end of such a run. Past this
+// bound a batch goes back to its spans instead, one object at a time. An eighth of the thread
+// caches' overall budget.
+inline constexpr std::size_t kMaxParkedBytes = 8 * std::size_t{1} << 20;
+
 // When the page heap gives free pages back to the OS (madvise): a free span that nobody reused
 // for kReleaseDelayMs goes back. The delay is short next to a human's patience and long next to
 // a program's waves: a loop that frees its buffers and allocates them again a few milliseconds

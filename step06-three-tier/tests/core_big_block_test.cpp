@@ -172,6 +172,29 @@ TEST(CoreBigBlock, ReleaseFreeMemoryGivesEverythingBackAtOnce) {
   EXPECT_EQ(stats.page_heap_free_bytes, 0u);
 }
 
+// Free batches parked in the central cache's transfer slots are bounded for all classes
+// together: a program that frees 2 MiB of each of 100 sizes from 1 to 33 KiB (each class may keep
+// up to 1 MiB of batches ready) leaves at most kMaxParkedBytes (8 MiB) parked, plus the rest of
+// the spans they pin, not a hundred MiB.
+TEST(CoreBigBlock, ParkedBatchesAreBoundedAcrossClasses) {
+  tierpool_release_free_memory();
+  const int classes = core_test::Scaled(100, 100, 40);
+  for (int c = 0; c < classes; ++c) {
+    const std::size_t size = 1024 + static_cast<std::size_t>(c) * 328;
+    std::vector<void*> blocks(2 * kMiB / size);
+    for (void*& p : blocks) {
+      p = tierpool_malloc(size);
+      ASSERT_NE(p, nullptr);
+      std::memset(p, 5, 64);
+    }
+    for (void* p : blocks)
+      tierpool_free(p);
+    tierpool_thread_flush();  // the cache's lists go to the central lists, as batches
+  }
+  EXPECT_LT(tierpool::GetStats().central_cache_bytes, 16 * kMiB);
+  tierpool_release_free_memory();
+}
+
 // errno is the program's: no call that succeeds may change it (C and POSIX: a function may set
 // errno only when it fails, as far as a program can tell; glibc's malloc never does).
 TEST(CoreBigBlock, SuccessfulCallsLeaveErrnoAlone) {
