@@ -106,6 +106,7 @@ TIERPOOL_ALWAYS_INLINE void* HandOut(void* ptr, std::size_t cl) {
 }
 
 // Takes `ptr`, the head of the thread's list of class `cl`, off that list.
+// [snippet:pop]
 TIERPOOL_ALWAYS_INLINE void* PopHead(ThreadCache* tc, std::size_t cl, void* ptr) {
   // The second moves up; the head's link names the new second, which is handed out two
   // allocations from now: ask for its line now, so its own link is there when it is read.
@@ -134,6 +135,7 @@ TIERPOOL_ALWAYS_INLINE void* Allocate(std::size_t size) {
   if (TIERPOOL_LIKELY(size <= kMaxSmallSize)) return AllocateClass(tc, kClassOf(size));
   return AllocateSlow(size);
 }
+// [/snippet]
 
 // The fast path alone: a block from the thread's cache, or nullptr where Allocate would take a
 // slow path (an empty list, a large size). Never fails for lack of memory, so a caller whose own
@@ -151,6 +153,7 @@ TIERPOOL_ALWAYS_INLINE void* TryAllocateCached(std::size_t size) {
 
 // A block of class `cl`, already checked and marked free, goes on the thread's list. The room
 // is checked before the push, so the shared empty cache (limit 0) is never written.
+// [snippet:push]
 TIERPOOL_ALWAYS_INLINE void PushChecked(ThreadCache* tc, void* ptr, std::size_t cl) {
   const std::int64_t room = tc->room(cl) - 1;
   if (TIERPOOL_LIKELY(room >= 0)) {
@@ -165,6 +168,7 @@ TIERPOOL_ALWAYS_INLINE void PushChecked(ThreadCache* tc, void* ptr, std::size_t 
   }
   PushFull(tc, ptr, cl);
 }
+// [/snippet]
 
 // A block of class `cl` comes back from the user.
 TIERPOOL_ALWAYS_INLINE void PushFree(ThreadCache* tc, void* ptr, std::size_t cl) {

@@ -18,6 +18,7 @@ void CentralFreeList::Init(std::uint32_t size_class, PageHeap* page_heap, PageMa
   page_map_ = page_map;
 }
 
+// [snippet:remove-range]
 int CentralFreeList::RemoveRange(void** first, void** second, int n) {
   lock_.Lock();
   if (n == batch_ && used_slots_ > 0) {
@@ -46,6 +47,7 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n) {
   lock_.Unlock();
   return got;
 }
+// [/snippet]
 
 void CentralFreeList::InsertRange(void* first, void* second, int n) {
   lock_.Lock();
