@@ -13,6 +13,9 @@ Checks every tracked .md file of the repository:
     of its pieces (split at `// ...` lines) appears, line for line, in a source file; a block
     that is not a quote of the source (code a reader types, an outline of an interface) says so
     with `<!-- example -->` above it;
+  - every plot embedded (`![...](....png)`) exists; every plot in docs/results/ is embedded in
+    docs/results/README.md and in at least one other page (a chapter or the README), and every
+    chapter embeds at least one plot;
   - with --bench-dir (the built benchmarks): every benchmark command shown still selects what it
     says, i.e. each `--benchmark_filter=`, `FILTER=` (of `make perf`) and `--tierpool_count=` in the
     docs matches at least one entry of that step's benchmark binary.
@@ -40,6 +43,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -233,6 +237,34 @@ def check_code_blocks(path, text, problems, cache):
                 break
 
 
+IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+\.png)\)")
+
+
+def check_plots(pages, problems):
+    """Plots where a reader looks: each generated plot shown in the results index and beside
+    prose somewhere else, each chapter showing one, no embed of a plot that is not there."""
+    results = ROOT / "docs" / "results"
+    index = results / "README.md"
+    shown = defaultdict(set)  # plot -> the pages that embed it
+    for path in pages:
+        for target in IMAGE.findall(path.read_text()):
+            dest = (path.parent / target).resolve()
+            if not dest.exists():
+                problems.append(f"{path.relative_to(ROOT)}: embeds missing plot {target}")
+            shown[dest].add(path.resolve())
+    for png in sorted(results.glob("*.png")):
+        where = shown.get(png.resolve(), set())
+        if index.resolve() not in where:
+            problems.append(f"docs/results/README.md: does not embed plot {png.name}")
+        if not where - {index.resolve()}:
+            problems.append(f"docs/results/{png.name}: embedded in no chapter or page besides "
+                            f"docs/results/README.md")
+    for path in pages:
+        rel = path.relative_to(ROOT)
+        if re.fullmatch(r"step0\d-[\w-]+/README\.md", str(rel)) and not IMAGE.search(path.read_text()):
+            problems.append(f"{rel}: shows no plot")
+
+
 def check_chapter(path, problems):
     headings = [h.lower() for h in re.findall(r"^##+ (.*)$", path.read_text(), re.M)]
     for section in CHAPTER_SECTIONS:
@@ -262,6 +294,7 @@ def main():
                                 f"(scripts/check_docs.py --write copies it in)")
         check_code_blocks(path, fresh, problems, sources)
         check_file(path, targets, steps, problems, args.bench_dir)
+    check_plots(tracked_markdown(), problems)
     for step in sorted(steps):
         chapter = ROOT / step / "README.md"
         if chapter.exists():

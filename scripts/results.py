@@ -42,8 +42,80 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
 PEERS = ["glibc", "jemalloc", "tcmalloc", "mimalloc", "tbbmalloc"]
-HEADLINE_COLORS = {"the step": "tab:red", "glibc": "tab:blue", "jemalloc": "tab:orange",
-                   "tcmalloc": "tab:green", "mimalloc": "tab:purple", "tbbmalloc": "tab:brown"}
+# One colour per allocator in every plot: the malloc peers and the baseline fixed here, every
+# other allocator a colour of its own from the palette below (none of them a peer's hue), in name
+# order (colors_for()).
+PEER_COLORS = {"glibc": "tab:blue", "jemalloc": "tab:orange", "tcmalloc": "tab:green",
+               "mimalloc": "tab:purple", "tbbmalloc": "tab:brown", "baseline": "tab:gray"}
+OTHER_COLORS = ["#e41a1c", "#e7298a", "#1b9e77", "#e6ab02", "#17becf", "#bcbd22", "#393b79",
+                "#637939", "#8c6d31", "#843c39", "#7b4173", "#f781bf", "#9c9ede", "#66a61e",
+                "#e7ba52", "#ad494a", "#de9ed6", "#9edae5", "#dbdb8d", "#c49c94", "#5254a3",
+                "#8ca252", "#bd9e39", "#d6616b", "#a55194", "#ce6dbd", "#6b6ecf", "#b5cf6b",
+                "#e7969c", "#008080", "#800000", "#40e0d0", "#ffd700", "#4b0082", "#000000",
+                "#cedb9c"]
+HEADLINE_COLORS = {"the step": "tab:red", **PEER_COLORS}
+# Values spanning more than this factor get a log axis.
+LOG_SPAN = 30
+
+
+def own_allocator(name):
+    """The book's own allocators (the steps' and the preloaded library), drawn apart from peers."""
+    return name.startswith("step") or name.startswith("tierpool")
+
+
+def colors_for(rows):
+    """allocator -> colour, the same in every plot of one results.csv."""
+    others = sorted({r["allocator"] for r in rows} - set(PEER_COLORS))
+    colors = dict(PEER_COLORS)
+    for i, name in enumerate(others):
+        colors[name] = OTHER_COLORS[i % len(OTHER_COLORS)]
+    return colors
+
+
+def bar_style(name, colors):
+    """Bars: the book's own allocators hatched with a black edge, the peers plain."""
+    if own_allocator(name):
+        return {"color": colors[name], "hatch": "//", "edgecolor": "black", "linewidth": 1.2}
+    return {"color": colors[name], "edgecolor": colors[name]}
+
+
+def line_style(name, colors):
+    """Lines: the book's own allocators bold and solid with round markers, the peers thin and
+    dashed."""
+    if own_allocator(name):
+        return {"color": colors[name], "linestyle": "-", "marker": "o", "linewidth": 2.6,
+                "markersize": 6}
+    return {"color": colors[name], "linestyle": "--", "marker": ".", "linewidth": 1.2}
+
+
+def label_own_bars(ax, names):
+    """Bold tick labels for the book's own allocators."""
+    for tick, name in zip(ax.get_yticklabels(), names):
+        if own_allocator(name):
+            tick.set_fontweight("bold")
+
+
+def draw_bars(ax, names, values, colors, xlabel, fmt):
+    """Horizontal bars, first name on top, each labelled with its value; a log axis where the
+    values span more than LOG_SPAN."""
+    for y, (n, v) in enumerate(zip(names, values)):
+        ax.barh(y, v, **bar_style(n, colors))
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    label_own_bars(ax, names)
+    ax.invert_yaxis()
+    log = log_if_wide(ax, values)
+    ax.set_xlim(right=max(values) * (3 if log else 1.2))
+    ax.set_xlabel(xlabel + ("; log" if log else ""))
+    for y, v in enumerate(values):
+        ax.text(v, y, f" {fmt(v)}", va="center", fontsize=8)
+
+
+def log_if_wide(ax, values, axis="x"):
+    positive = [v for v in values if v > 0]
+    if positive and max(positive) / min(positive) > LOG_SPAN:
+        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+        return True
+    return False
 BLOCK = re.compile(r"(<!-- results (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /results -->)",
                    re.S)
 # Each step's headline: the workload and thread count its chapter is about, and the allocators
@@ -350,50 +422,66 @@ def plot(rows):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    colors = colors_for(rows)
     written = []
     for workload, group in sorted(by_workload(rows).items()):
         counts = sorted({int(r["threads"]) for r in group})
         if bigblock_kind(workload):
-            fig = plot_bigblock(plt, workload, group)
-            out = RESULTS / (workload.replace("/", "_") + ".png")
-            fig.savefig(out, dpi=90)
-            plt.close(fig)
-            written.append(out.name)
-            continue
-        fig, ax = plt.subplots(figsize=(8, 4.5))
-        if len(counts) == 1:
-            group = sorted(group, key=lambda r: float(r["ns_per_pair"]))
-            names = [r["allocator"] for r in group]
-            values = [float(r["ns_per_pair"]) for r in group]
-            colors = ["tab:red" if n.startswith("step") else
-                      "tab:gray" if n == "baseline" else "tab:blue" for n in names]
-            ax.barh(names, values, color=colors)
-            ax.invert_yaxis()
-            ax.set_xlabel("ns per alloc+free pair (median; lower is better)")
-            for y, v in enumerate(values):
-                ax.text(v, y, f" {fmt_ns(v)}", va="center", fontsize=8)
+            fig = plot_bigblock(plt, workload, group, colors)
+        elif len(counts) == 1:
+            fig = plot_bars(plt, workload, group, colors)
         else:
-            for allocator in sorted({r["allocator"] for r in group}):
-                pts = sorted((int(r["threads"]), float(r["ns_per_pair"])) for r in group
-                             if r["allocator"] == allocator)
-                style = "-o" if allocator.startswith("step") else "--."
-                width = 2.5 if allocator.startswith("step") else 1
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=allocator,
-                        linewidth=width)
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(counts, [str(c) for c in counts])
-            ax.set_yscale("log")
-            ax.set_xlabel("threads (this machine has %s cores)" % machine_cores())
-            ax.set_ylabel("ns per pair, all threads (log)")
-            ax.legend(fontsize=7, ncol=2)
-        ax.set_title(f"{workload}")
-        fig.tight_layout()
+            fig = plot_lines(plt, workload, group, counts, colors)
         out = RESULTS / (workload.replace("/", "_") + ".png")
         fig.savefig(out, dpi=90)
         plt.close(fig)
         written.append(out.name)
+    fig = plot_headline(plt, rows)
+    if fig is not None:
+        fig.savefig(RESULTS / "headline.png", dpi=90)
+        written.append("headline.png")
+        plt.close(fig)
+    return written
 
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+
+def plot_bars(plt, workload, group, colors):
+    """One thread count: a bar per allocator, fastest on top, log axis where the bars span more
+    than LOG_SPAN."""
+    group = sorted(group, key=lambda r: float(r["ns_per_pair"]))
+    names = [r["allocator"] for r in group]
+    values = [float(r["ns_per_pair"]) for r in group]
+    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.28 * len(names)))
+    draw_bars(ax, names, values, colors, "ns per alloc+free pair (median; lower is better)",
+              fmt_ns)
+    ax.set_title(f"{workload}, {group[0]['threads']} thread(s); hatched: this book's allocators")
+    fig.tight_layout()
+    return fig
+
+
+def plot_lines(plt, workload, group, counts, colors):
+    """Several thread counts: a line per allocator, both axes log, the legend outside the plot."""
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for allocator in sorted({r["allocator"] for r in group}):
+        pts = sorted((int(r["threads"]), float(r["ns_per_pair"])) for r in group
+                     if r["allocator"] == allocator)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], label=allocator,
+                **line_style(allocator, colors))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(counts, [str(c) for c in counts])
+    ax.set_yscale("log")
+    ax.set_xlabel("threads (this machine has %s cores)" % machine_cores())
+    ax.set_ylabel("ns per pair, all threads (log)")
+    ax.set_title(f"{workload}; bold: this book's allocators")
+    legend = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    for text in legend.get_texts():
+        if own_allocator(text.get_text()):
+            text.set_fontweight("bold")
+    fig.tight_layout()
+    return fig
+
+
+def plot_headline(plt, rows):
+    """Each step on its chapter's workload beside the malloc peers; None without data."""
     labels, series = [], defaultdict(list)
     for step, workload, threads, names in HEADLINE:
         cells = step_rows(rows, step, workload, threads)
@@ -404,24 +492,24 @@ def plot(rows):
         series["the step"].append(min(own.values()))
         for p in PEERS:
             series[p].append(cells.get(p, float("nan")))
-    if labels:
-        width = 0.8 / len(series)
-        for i, (name, values) in enumerate(series.items()):
-            ax.bar([x + i * width for x in range(len(labels))], values, width, label=name,
-                   color=HEADLINE_COLORS[name])
-        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))], labels, fontsize=8)
-        ax.set_yscale("log")
-        ax.set_ylabel("ns per alloc+free pair (log)")
-        ax.set_title("Each step on its workload, beside the malloc libraries")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(RESULTS / "headline.png", dpi=90)
-        written.append("headline.png")
-    plt.close(fig)
-    return written
+    if not labels:
+        return None
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    width = 0.8 / len(series)
+    for i, (name, values) in enumerate(series.items()):
+        style = ({"hatch": "//", "edgecolor": "black"} if name == "the step" else {})
+        ax.bar([x + i * width for x in range(len(labels))], values, width, label=name,
+               color=HEADLINE_COLORS[name], **style)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))], labels, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("ns per alloc+free pair (log)")
+    ax.set_title("Each step on its workload, beside the malloc libraries")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    return fig
 
 
-def plot_bigblock(plt, workload, group):
+def plot_bigblock(plt, workload, group, colors):
     """Two panels: the time of the whole pattern, and the memory figure the workload is about
     (peak RSS for the growth and the calloc, the RSS at the end for release-*), each on a log
     scale where the rows span more than a factor 30."""
@@ -429,20 +517,12 @@ def plot_bigblock(plt, workload, group):
     group = sorted(group, key=lambda r: float(r["ns_per_pair"]))
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
     names = [r["allocator"] for r in group]
-    colors = ["tab:red" if n.startswith("step") else "tab:blue" for n in names]
     panels = [(left, [float(r["ns_per_pair"]) / 1e6 for r in group], "ms for the whole pattern"),
               (right, [int(r[memory] or 0) / 1024 for r in group],
                f"{MEMORY_LABELS[memory]}, MiB")]
     for ax, values, label in panels:
-        ax.barh(names, values, color=colors)
-        ax.invert_yaxis()
-        positive = [v for v in values if v > 0]
-        if positive and max(positive) / min(positive) > 30:
-            ax.set_xscale("log")
-        ax.set_xlabel(label + " (lower is better)")
-        for y, v in enumerate(values):
-            ax.text(v, y, f" {v:.0f}" if v >= 100 else f" {v:.1f}" if v >= 10 else f" {v:.2f}",
-                    va="center", fontsize=8)
+        draw_bars(ax, names, values, colors, label + " (lower is better)",
+                  lambda v: f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}")
     for y, r in enumerate(group):
         if r.get("stopped_at_kb"):
             left.text(float(r["ns_per_pair"]) / 1e6, y, "  stopped", va="bottom", fontsize=7)
@@ -472,6 +552,10 @@ def write_index(rows, instr, plots):
              "`release-1m`) run one whole pattern once per process: their tables give its time in "
              "ms and the memory figure each is about beside glibc's. See "
              "[../benchmarking.md](../benchmarking.md).\n",
+             "In the plots, the book's own allocators (the steps' and `tierpool-preload`) are "
+             "hatched bars and bold lines, the peers plain bars and dashed lines; an allocator "
+             f"has the same colour in every plot; an axis is logarithmic where its values span "
+             f"more than a factor {LOG_SPAN}.\n",
              "![headline](headline.png)\n", "<!-- results headline -->\n<!-- /results -->\n"]
     for workload in sorted(by_workload(rows)):
         parts.append(f"## {workload}\n")
