@@ -13,6 +13,8 @@ Checks every tracked .md file of the repository:
     of its pieces (split at `// ...` lines) appears, line for line, in a source file; a block
     that is not a quote of the source (code a reader types, an outline of an interface) says so
     with `<!-- example -->` above it;
+  - every "article NNN" in the prose is a link (to docs/references.md, where the article's entry
+    is), and nothing points to a specification outside the repository ("SPEC §");
   - every plot embedded (`![...](....png)`) exists; every plot in docs/results/ is embedded in
     docs/results/README.md and in at least one other page (a chapter or the README), and every
     chapter embeds at least one plot;
@@ -121,6 +123,13 @@ def check_file(path, targets, steps, problems, bench_dir=None):
     code_re = re.compile(r"```.*?```|`[^`\n]+`", re.S)
     code = "\n".join(code_re.findall(text))
     prose = code_re.sub("", text)
+    if path.name != "references.md":
+        for m in re.finditer(r"(?<!\[)\b[Aa]rticles?\s+(\d{3})\b(?!\]\()", prose):
+            problems.append(f"{rel}: 'article {m.group(1)}' is not a link to "
+                            f"docs/references.md#article-{m.group(1)}")
+    if re.search(r"SPEC\s*§", prose):
+        problems.append(f"{rel}: refers to 'SPEC §', outside the repository: link the page in "
+                        f"docs/ instead (the bad-input table is docs/bad-input.md)")
     for link in re.findall(r"\]\(([^)\s]+)\)", prose):
         if re.match(r"[a-z]+:", link) or link.startswith("#"):
             continue
