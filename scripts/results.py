@@ -7,7 +7,7 @@ A generated block is what a chapter quotes; it looks like
 
     <!-- results table=step01/rational -->        (one workload, all thread counts)
     <!-- results table=step05/shuffle64 threads=1,16 only=step05-objectpool,glibc,mimalloc -->
-    <!-- results instructions=step01/rational -->
+    <!-- results instructions=step01/rational -->  (only= works here too)
     <!-- results headline -->
     <!-- results durations -->                   (how long each step's benchmark took; links
                                                   written for a page in docs/)
@@ -23,6 +23,19 @@ value `<!--/v-->`, KIND one of
     ms       A's time for the whole pattern, in ms (the big-block workloads)
     rss-end  A's resident set at the end of the run, in MiB (release-64k, release-1m)
 T is the thread count (1 if left out).
+
+A comparison in a sentence is rendered the same way, so that the words change when the data does:
+    cmp          A against B at one thread count: "ahead of", "level with" or "behind"
+                 (<!--v cmp step06/sizes@16 tcmalloc step06-tierpool-->behind<!--/v--> this allocator)
+    cmp-threads  A against B at every thread count both were measured at, as one phrase:
+                 "ahead at 1 and 2 threads, level at 4, behind at 8 and 16"
+                 ("ahead at every thread count" when they agree)
+    level        the tolerance itself, as "1.50×" (<!--v level-->...<!--/v-->, no workload)
+"Level" means the two times are within a factor LEVEL of each other, LEVEL being the run-to-run
+spread of the malloc libraries: every step's run measures them again, so each library's row on
+each workload is measured several times, minutes or hours apart; LEVEL is the median, over those
+rows, of the largest time over the smallest (level_tolerance()). A rendered comparison that
+changes is named when `make results` rewrites it, and fails `--check` like a number.
 
 The big-block workloads of step 06 (realloc-grow, calloc-sparse, release-64k, release-1m) have
 tables of their own: the time of the whole pattern in ms, the memory figure each is about beside
@@ -267,8 +280,9 @@ def table(rows, workload, threads=None, only=None):
     return f"`{workload}`, ns per alloc+free pair:\n\n" + "\n".join(out) + "\n"
 
 
-def instruction_table(rows, workload):
-    rows = sorted((r for r in rows if r["workload"] == workload),
+def instruction_table(rows, workload, only=None):
+    rows = sorted((r for r in rows if r["workload"] == workload
+                   and (not only or r["allocator"] in only)),
                   key=lambda r: float(r["instructions_per_pair"]))
     if not rows:
         return f"*No instruction counts for `{workload}` yet: run `make bench`.*\n"
@@ -314,7 +328,8 @@ def render(spec, rows, instr):
         only = fields["only"].split(",") if "only" in fields else None
         return table(rows, fields["table"], threads, only)
     if "instructions" in fields:
-        return instruction_table(instr, fields["instructions"])
+        only = fields["only"].split(",") if "only" in fields else None
+        return instruction_table(instr, fields["instructions"], only)
     if "machine" in fields or spec.strip() == "machine":
         return machine_text()
     if spec.strip() == "durations":
@@ -360,9 +375,71 @@ def durations_table():
 INLINE = re.compile(r"(<!--v (?P<spec>[^>]*?)-->)(?P<body>[^<]*)(<!--/v-->)")
 
 
+def level_tolerance(rows):
+    """The factor within which two times are called level: the median run-to-run spread of the
+    malloc libraries (PEERS), each measured again in every step's run. 1.25 when no row was
+    measured twice."""
+    times = defaultdict(list)
+    for r in rows:
+        if r["allocator"] in PEERS and not bigblock_kind(r["workload"]):
+            times[(r["workload"].split("/", 1)[-1], r["allocator"], r["threads"])].append(
+                float(r["ns_per_pair"]))
+    spreads = sorted(max(v) / min(v) for v in times.values() if len(v) > 1)
+    if not spreads:
+        return 1.25
+    mid = len(spreads) // 2
+    median = spreads[mid] if len(spreads) % 2 else (spreads[mid - 1] + spreads[mid]) / 2
+    return round(median, 2)
+
+
+def verdict(a_ns, b_ns, level):
+    """'ahead', 'level' or 'behind': A against B, lower time ahead."""
+    if a_ns * level < b_ns:
+        return "ahead"
+    if b_ns * level < a_ns:
+        return "behind"
+    return "level"
+
+
+def thread_phrase(counts, first):
+    """[1, 2] -> 'at 1 and 2 threads' (first group) or 'at 1 and 2'."""
+    words = " and ".join([", ".join(map(str, counts[:-1])), str(counts[-1])] if len(counts) > 1
+                         else [str(counts[0])])
+    unit = " thread" + ("s" if counts != [1] else "") if first else ""
+    return f"at {words}{unit}"
+
+
+def compare_threads(rows, workload, a, b, level, missing):
+    """A against B at every thread count both have: 'ahead at 1 and 2 threads, level at 4, ...'."""
+    ns = defaultdict(dict)
+    for r in rows:
+        if r["workload"] == workload and r["allocator"] in (a, b):
+            ns[int(r["threads"])][r["allocator"]] = float(r["ns_per_pair"])
+    counts = sorted(t for t, v in ns.items() if len(v) == 2)
+    if not counts:
+        missing.append(f"cmp-threads {workload} {a} {b}")
+        return "?"
+    groups = []
+    for t in counts:
+        v = verdict(ns[t][a], ns[t][b], level)
+        if groups and groups[-1][0] == v:
+            groups[-1][1].append(t)
+        else:
+            groups.append((v, [t]))
+    if len(groups) == 1:
+        return f"{groups[0][0]} at every thread count ({counts[0]} to {counts[-1]})"
+    parts = [f"{v} {thread_phrase(ts, i == 0)}" for i, (v, ts) in enumerate(groups)]
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
 def inline_value(spec, rows, instr, missing):
-    """One number for a sentence; `missing` collects what the CSVs do not have."""
+    """One number (or comparison) for a sentence; `missing` collects what the CSVs do not
+    have."""
+    if spec.strip() == "level":
+        return f"{level_tolerance(rows):.2f}×"
     kind, workload, *names = spec.split()
+    if kind == "cmp-threads":
+        return compare_threads(rows, workload, names[0], names[1], level_tolerance(rows), missing)
     workload, _, threads = workload.partition("@")
     threads = int(threads or 1)
 
@@ -395,19 +472,34 @@ def inline_value(spec, rows, instr, missing):
     if kind == "ratio":
         v = float(rs[0]["ns_per_pair"]) / float(rs[1]["ns_per_pair"])
         return f"{v:.2f}×" if v < 10 else f"{v:.1f}×"
+    if kind == "cmp":
+        v = verdict(float(rs[0]["ns_per_pair"]), float(rs[1]["ns_per_pair"]), level_tolerance(rows))
+        return {"ahead": "ahead of", "level": "level with", "behind": "behind"}[v]
     raise SystemExit(f"unknown inline value kind: {spec}")
 
 
-def refresh_blocks(rows, instr, check, missing=None):
+CLAIMS = ("cmp", "cmp-threads", "level")
+
+
+def render_inline(m, rows, instr, missing, flipped, path):
+    """An inline block rendered again; a comparison whose words change is added to `flipped`."""
+    body = inline_value(m.group("spec"), rows, instr, missing)
+    if m.group("spec").split()[0] in CLAIMS and body != m.group("body"):
+        flipped.append(f"{path.relative_to(ROOT)}: <!--v {m.group('spec')}--> was "
+                       f"'{m.group('body')}', the data now says '{body}'")
+    return m.group(1) + body + m.group(4)
+
+
+def refresh_blocks(rows, instr, check, missing=None, flipped=None):
     stale = []
     missing = [] if missing is None else missing
+    flipped = [] if flipped is None else flipped
     files = [p for p in ROOT.rglob("*.md") if "build" not in p.relative_to(ROOT).parts]
     for path in files:
         text = path.read_text()
         new = BLOCK.sub(lambda m: m.group(1) + "\n" + render(m.group("spec"), rows, instr) + "\n"
                         + m.group(4), text)
-        new = INLINE.sub(lambda m: m.group(1) + inline_value(m.group("spec"), rows, instr,
-                                                             missing) + m.group(4), new)
+        new = INLINE.sub(lambda m: render_inline(m, rows, instr, missing, flipped, path), new)
         missing += [f"table {w} in {path.relative_to(ROOT)}" for w in
                     re.findall(r"\*No (?:results|instruction counts) for `([^`]+)`", new)]
         if new != text:
@@ -577,9 +669,11 @@ def main():
     args = ap.parse_args()
     rows = read_csv(RESULTS / "results.csv")
     instr = read_csv(RESULTS / "instructions.csv")
-    missing = []
+    missing, flipped = [], []
     if args.check:
-        stale = refresh_blocks(rows, instr, check=True, missing=missing)
+        stale = refresh_blocks(rows, instr, check=True, missing=missing, flipped=flipped)
+        for f in flipped:
+            print(f"claim changed: {f}")
         for p in stale:
             print(f"stale generated block in {p}: run `make results`")
         for m in missing:
@@ -591,7 +685,9 @@ def main():
     except ImportError:
         print("note: matplotlib is missing (apt-get install python3-matplotlib): no plots")
     write_index(rows, instr, plots)
-    refresh_blocks(rows, instr, check=False, missing=missing)
+    refresh_blocks(rows, instr, check=False, missing=missing, flipped=flipped)
+    for f in flipped:
+        print(f"claim changed (reread the sentence around it): {f}")
     for m in sorted(set(missing)):
         print(f"note: a chapter quotes {m}, which results.csv does not have (shown as ?)")
     print(f"wrote docs/results/README.md and {len(plots)} plots")

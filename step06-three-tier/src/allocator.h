@@ -124,6 +124,7 @@ TIERPOOL_ALWAYS_INLINE void* AllocateClass(ThreadCache* tc, std::size_t cl) {
   if (TIERPOOL_LIKELY(ptr != nullptr)) return PopHead(tc, cl, ptr);
   return AllocateRefill(tc, cl);
 }
+// [/snippet]
 
 // How a small size finds its class: SizeToClass (the C++ API, operator new) or
 // MallocSizeToClass (malloc, and the operator new[] forms, which align as malloc does).
@@ -135,7 +136,6 @@ TIERPOOL_ALWAYS_INLINE void* Allocate(std::size_t size) {
   if (TIERPOOL_LIKELY(size <= kMaxSmallSize)) return AllocateClass(tc, kClassOf(size));
   return AllocateSlow(size);
 }
-// [/snippet]
 
 // The fast path alone: a block from the thread's cache, or nullptr where Allocate would take a
 // slow path (an empty list, a large size). Never fails for lack of memory, so a caller whose own

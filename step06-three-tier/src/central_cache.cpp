@@ -31,6 +31,7 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n) {
     lock_.Unlock();
     return n;
   }
+  // [/snippet]
   int got = FetchFromSpansLocked(first, second, n);
   while (got == 0) {
     // No span has objects left: get one from the page heap without holding our lock (the page
@@ -47,7 +48,6 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n) {
   lock_.Unlock();
   return got;
 }
-// [/snippet]
 
 void CentralFreeList::InsertRange(void* first, void* second, int n) {
   lock_.Lock();

@@ -88,7 +88,6 @@ void ThreadCache::MakeRoom(std::uint32_t cl) {
   ReleaseToCentral(cl, release);
 }
 
-// [snippet:over-budget]
 void ThreadCache::OverBudget(std::uint32_t cl) {
   AdoptBudget(ThreadBudget());
   // The newest objects go: they were just written, so walking to the end of the batch touches
@@ -113,7 +112,6 @@ void ThreadCache::OverBudget(std::uint32_t cl) {
   }
   Tick();
 }
-// [/snippet]
 
 // Detaches the first n objects of the list and gives them to the central cache in batches,
 // each a chain of its own: the links of its last two objects are cut, and the objects they
