@@ -15,6 +15,9 @@ Checks every tracked .md file of the repository:
     with `<!-- example -->` above it;
   - every "article NNN" in the prose is a link (to docs/references.md, where the article's entry
     is), and nothing points to a specification outside the repository ("SPEC §");
+  - no comparison is typed by hand: "ahead of", "level with" or "behind" an allocator is a
+    rendered `cmp` value (scripts/results.py), unless its sentence quotes an article or a
+    result recorded at a named commit;
   - every plot embedded (`![...](....png)`) exists; every plot in docs/results/ is embedded in
     docs/results/README.md and in at least one other page (a chapter or the README), and every
     chapter embeds at least one plot;
@@ -127,6 +130,12 @@ def check_file(path, targets, steps, problems, bench_dir=None):
         for m in re.finditer(r"(?<!\[)\b[Aa]rticles?\s+(\d{3})\b(?!\]\()", prose):
             problems.append(f"{rel}: 'article {m.group(1)}' is not a link to "
                             f"docs/references.md#article-{m.group(1)}")
+    for m in HAND_COMPARISON.finditer(re.sub(r"<!--v [^>]*-->[^<]*<!--/v-->", "", prose)):
+        around = m.string[max(0, m.start() - 300):m.end() + 300]
+        if not re.search(r"[Aa]rticle|commit [0-9a-f]{7}", around):
+            line = m.string[:m.start()].count("\n") + 1
+            problems.append(f"{rel}: a comparison typed by hand near line {line} "
+                            f"('{m.group(0)}'): render it (`<!--v cmp ...-->`) or state none")
     if re.search(r"SPEC\s*§", prose):
         problems.append(f"{rel}: refers to 'SPEC §', outside the repository: link the page in "
                         f"docs/ instead (the bad-input table is docs/bad-input.md)")
@@ -246,6 +255,9 @@ def check_code_blocks(path, text, problems, cache):
                 break
 
 
+HAND_COMPARISON = re.compile(
+    r"\b(ahead of|level with|about level with|behind)\s+(`?(glibc|jemalloc|tcmalloc|mimalloc|"
+    r"tbbmalloc|boost|pmr|step\s?0\d)|the (baseline|arena|size-class))", re.I)
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+\.png)\)")
 
 

@@ -28,7 +28,7 @@ A comparison in a sentence is rendered the same way, so that the words change wh
     cmp          A against B at one thread count: "ahead of", "level with" or "behind"
                  (<!--v cmp step06/sizes@16 tcmalloc step06-tierpool-->behind<!--/v--> this allocator)
     cmp-threads  A against B at every thread count both were measured at, as one phrase:
-                 "ahead at 1 and 2 threads, level at 4, behind at 8 and 16"
+                 "ahead at 1 and 2 threads; level at 4; behind at 8 and 16"
                  ("ahead at every thread count" when they agree)
     level        the tolerance itself, as "1.50×" (<!--v level-->...<!--/v-->, no workload)
 "Level" means the two times are within a factor LEVEL of each other, LEVEL being the run-to-run
@@ -428,8 +428,7 @@ def compare_threads(rows, workload, a, b, level, missing):
             groups.append((v, [t]))
     if len(groups) == 1:
         return f"{groups[0][0]} at every thread count ({counts[0]} to {counts[-1]})"
-    parts = [f"{v} {thread_phrase(ts, i == 0)}" for i, (v, ts) in enumerate(groups)]
-    return ", ".join(parts[:-1]) + " and " + parts[-1]
+    return "; ".join(f"{v} {thread_phrase(ts, i == 0)}" for i, (v, ts) in enumerate(groups))
 
 
 def inline_value(spec, rows, instr, missing):
