@@ -9,6 +9,8 @@ A generated block is what a chapter quotes; it looks like
     <!-- results table=step05/shuffle64 threads=1,16 only=step05-objectpool,glibc,mimalloc -->
     <!-- results instructions=step01/rational -->  (only= works here too)
     <!-- results headline -->
+    <!-- results final -->                       (step 06 on every shared workload beside every
+                                                  malloc library, ratios to the best of each row)
     <!-- results durations -->                   (how long each step's benchmark took; links
                                                   written for a page in docs/)
     ...generated, never edited by hand...
@@ -69,6 +71,49 @@ OTHER_COLORS = ["#e41a1c", "#e7298a", "#1b9e77", "#e6ab02", "#17becf", "#bcbd22"
 HEADLINE_COLORS = {"the step": "tab:red", **PEER_COLORS}
 # Values spanning more than this factor get a log axis.
 LOG_SPAN = 30
+# A row whose repetitions (docs/results/raw/) differ by more than this factor is bimodal: its
+# median stands for no typical run. Tables mark it, and the headline never divides by it.
+BIMODAL = 1.5
+_RANGES = {}
+
+
+def repetition_ranges():
+    """(workload, allocator, threads) -> (fastest, slowest repetition) in ns per pair, from the
+    Google Benchmark JSON that `make bench` keeps in docs/results/raw/."""
+    if _RANGES:
+        return _RANGES
+    for path in sorted((RESULTS / "raw").glob("*.json")):
+        try:
+            processes = json.loads(path.read_text())
+        except ValueError:
+            continue
+        for proc in processes:
+            row = proc.get("tierpool_row") or {}
+            step = (row.get("step") or "")[:6]
+            for b in proc.get("benchmarks", []):
+                m = re.match(r"([\w-]+)/[^/]+/threads:(\d+)", b.get("run_name", ""))
+                if b.get("run_type") != "iteration" or not m or "ns_per_pair" not in b:
+                    continue
+                key = (f"{step}/{m.group(1)}", row.get("allocator"), int(m.group(2)))
+                lo, hi = _RANGES.get(key, (float("inf"), 0.0))
+                _RANGES[key] = (min(lo, b["ns_per_pair"]), max(hi, b["ns_per_pair"]))
+    return _RANGES
+
+
+def bimodal(workload, allocator, threads):
+    """(fastest, slowest) when the row's repetitions differ by more than BIMODAL, else None."""
+    lo, hi = repetition_ranges().get((workload, allocator, int(threads)), (0, 0))
+    return (lo, hi) if lo > 0 and hi / lo > BIMODAL else None
+
+
+def bimodal_note(flagged):
+    """The line under a table that explains its ‡ marks."""
+    if not flagged:
+        return ""
+    ranges = "; ".join(f"{a} at {t} thread{'s' if t > 1 else ''}: {fmt_ns(lo)}–{fmt_ns(hi)}"
+                       for a, t, (lo, hi) in flagged)
+    return (f"\n‡ bimodal: a marked row's repetitions differ by more than {BIMODAL}× "
+            f"(fastest–slowest ns: {ranges}); its median is no typical run.\n")
 
 
 def own_allocator(name):
@@ -256,15 +301,22 @@ def table(rows, workload, threads=None, only=None):
     if len(counts) == 1:
         t = counts[0]
         out = ["| allocator | ns per pair | vs glibc | peak RSS (MiB) |", "|---|---:|---:|---:|"]
+        flagged = []
         for a in allocators:
             r = cell[(a, t)]
             ratio = f"{float(r['ratio_vs_glibc']):.2f}×" if r["ratio_vs_glibc"] else "–"
-            out.append(f"| {a} | {fmt_ns(float(r['ns_per_pair']))} | {ratio} | "
+            mark = ""
+            if bimodal(workload, a, t):
+                flagged.append((a, t, bimodal(workload, a, t)))
+                mark = " ‡"
+            out.append(f"| {a} | {fmt_ns(float(r['ns_per_pair']))}{mark} | {ratio} | "
                        f"{int(r['peak_rss_kb']) / 1024:.1f} |")
-        return f"`{workload}`, {t} thread{'s' if t > 1 else ''}:\n\n" + "\n".join(out) + "\n"
+        return (f"`{workload}`, {t} thread{'s' if t > 1 else ''}:\n\n" + "\n".join(out) + "\n"
+                + bimodal_note(flagged))
     head = "| allocator | " + " | ".join(f"T={t} ns (vs glibc)" for t in counts)
     head += f" | peak RSS T={counts[-1]} (MiB) |"
     out = [head, "|---|" + "---:|" * (len(counts) + 1)]
+    flagged = []
     for a in allocators:
         cells = []
         for t in counts:
@@ -273,11 +325,16 @@ def table(rows, workload, threads=None, only=None):
                 cells.append("–")
                 continue
             ratio = f" ({float(r['ratio_vs_glibc']):.2f}×)" if r["ratio_vs_glibc"] else ""
-            cells.append(fmt_ns(float(r["ns_per_pair"])) + ratio)
+            mark = ""
+            if bimodal(workload, a, t):
+                flagged.append((a, t, bimodal(workload, a, t)))
+                mark = " ‡"
+            cells.append(fmt_ns(float(r["ns_per_pair"])) + mark + ratio)
         last = cell.get((a, counts[-1]))
         rss = f"{int(last['peak_rss_kb']) / 1024:.1f}" if last else "–"
         out.append(f"| {a} | " + " | ".join(cells) + f" | {rss} |")
-    return f"`{workload}`, ns per alloc+free pair:\n\n" + "\n".join(out) + "\n"
+    return (f"`{workload}`, ns per alloc+free pair:\n\n" + "\n".join(out) + "\n"
+            + bimodal_note(flagged))
 
 
 def instruction_table(rows, workload, only=None):
@@ -319,10 +376,73 @@ def headline_table(rows):
     return "ns per alloc+free pair, median, same run per row:\n\n" + "\n".join(out) + "\n"
 
 
+# The final allocator on every shared workload (W1-W5) at every thread count its step ran, beside
+# every malloc library: the README's verdict, where the headline shows each step on one workload.
+FINAL_STEP = "step06"
+FINAL = ["step06-tierpool", "tierpool-preload"]
+SHARED = ["rational", "shuffle64", "mt512", "sizes", "xthread"]
+
+
+def final_rows(rows):
+    """[(workload, threads, {allocator: ns}, best peer or None)] for the final step; the best
+    peer is the fastest malloc library of the row whose repetitions are not bimodal."""
+    out = []
+    for name in SHARED:
+        workload = f"{FINAL_STEP}/{name}"
+        for threads in sorted({int(r["threads"]) for r in rows if r["workload"] == workload}):
+            cells = step_rows(rows, FINAL_STEP, name, threads)
+            if not any(a in cells for a in FINAL):
+                continue
+            steady = [p for p in PEERS if p in cells and not bimodal(workload, p, threads)]
+            best = min(steady or [p for p in PEERS if p in cells], key=cells.get, default=None)
+            out.append((workload, threads, cells, best))
+    return out
+
+
+def final_table(rows):
+    """Markdown: the final allocator beside every malloc library, with its ratio to the best one
+    of each row, and a sentence that counts the rows it is ahead, level and behind on."""
+    table_rows = final_rows(rows)
+    if not table_rows:
+        return "*No results yet: run `make bench`.*\n"
+    level = level_tolerance(rows)
+    head = ["workload", *FINAL, *PEERS, "best malloc", *(f"{a} ÷ best" for a in FINAL)]
+    out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 2) + "---|" + "---:|"
+           * len(FINAL)]
+    out[1] = "|---|" + "---:|" * (len(FINAL) + len(PEERS)) + "---|" + "---:|" * len(FINAL)
+    verdicts = defaultdict(int)
+    for workload, threads, cells, best in table_rows:
+        def ns(a):
+            if a not in cells:
+                return "–"
+            return fmt_ns(cells[a]) + (" ‡" if bimodal(workload, a, threads) else "")
+        ratios = []
+        for a in FINAL:
+            if a in cells and best:
+                ratios.append(f"**{cells[a] / cells[best]:.2f}×**")
+            else:
+                ratios.append("–")
+        if FINAL[0] in cells and best:
+            verdicts[verdict(cells[FINAL[0]], cells[best], level)] += 1
+        name = workload.split("/", 1)[1]
+        out.append(f"| {name} T={threads} | " + " | ".join(ns(a) for a in [*FINAL, *PEERS])
+                   + f" | {best or '–'} | " + " | ".join(ratios) + " |")
+    total = sum(verdicts.values())
+    summary = (f"Against the fastest malloc library of each row, `{FINAL[0]}` is ahead on "
+               f"{verdicts['ahead']} of {total} rows, level on {verdicts['level']} and behind on "
+               f"{verdicts['behind']} (level: within {level:.2f}×, the run-to-run spread).")
+    return ("ns per alloc+free pair, median, one run of the step's benchmark; `÷ best` is the time "
+            "over the fastest malloc library of the row (below 1× is faster than it); ‡ marks a "
+            "bimodal row, never taken as the best:\n\n" + "\n".join(out) + "\n\n" + summary
+            + "\n")
+
+
 def render(spec, rows, instr):
     fields = dict(kv.split("=", 1) for kv in spec.split() if "=" in kv)
     if spec.strip() == "headline":
         return headline_table(rows)
+    if spec.strip() == "final":
+        return final_table(rows)
     if "table" in fields:
         threads = [int(t) for t in fields["threads"].split(",")] if "threads" in fields else None
         only = fields["only"].split(",") if "only" in fields else None
@@ -527,6 +647,11 @@ def plot(rows):
         fig.savefig(out, dpi=90)
         plt.close(fig)
         written.append(out.name)
+    fig = plot_final(plt, rows)
+    if fig is not None:
+        fig.savefig(RESULTS / "final.png", dpi=90)
+        written.append("final.png")
+        plt.close(fig)
     fig = plot_headline(plt, rows)
     if fig is not None:
         fig.savefig(RESULTS / "headline.png", dpi=90)
@@ -567,6 +692,38 @@ def plot_lines(plt, workload, group, counts, colors):
     for text in legend.get_texts():
         if own_allocator(text.get_text()):
             text.set_fontweight("bold")
+    fig.tight_layout()
+    return fig
+
+
+def plot_final(plt, rows):
+    """A heat map: the final allocator and every malloc library on every shared workload and
+    thread count, each cell its time over the row's fastest malloc library (log colour scale,
+    1 = that library). None without data."""
+    import matplotlib.colors as mcolors
+    table_rows = [r for r in final_rows(rows) if r[3]]
+    if not table_rows:
+        return None
+    columns = [*FINAL, *PEERS]
+    grid = [[cells[a] / cells[best] if a in cells else float("nan") for a in columns]
+            for _, _, cells, best in table_rows]
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(grid) + 1.6))
+    finite = [v for row in grid for v in row if v == v]
+    span = max(max(finite), 1 / min(finite), 2)
+    image = ax.imshow(grid, cmap="RdYlGn_r", aspect="auto",
+                      norm=mcolors.LogNorm(vmin=1 / span, vmax=span))
+    ax.set_xticks(range(len(columns)), columns, fontsize=8, rotation=20)
+    for tick, name in zip(ax.get_xticklabels(), columns):
+        if own_allocator(name):
+            tick.set_fontweight("bold")
+    ax.set_yticks(range(len(grid)), [f"{w.split('/', 1)[1]} T={t}" for w, t, _, _ in table_rows],
+                  fontsize=8)
+    for y, row in enumerate(grid):
+        for x, v in enumerate(row):
+            if v == v:
+                ax.text(x, y, f"{v:.2f}", ha="center", va="center", fontsize=7)
+    fig.colorbar(image, ax=ax, label="time ÷ the row's fastest malloc library (log)")
+    ax.set_title(f"{FINAL_STEP}'s allocator on every shared workload, beside the malloc libraries")
     fig.tight_layout()
     return fig
 
@@ -647,7 +804,9 @@ def write_index(rows, instr, plots):
              "hatched bars and bold lines, the peers plain bars and dashed lines; an allocator "
              f"has the same colour in every plot; an axis is logarithmic where its values span "
              f"more than a factor {LOG_SPAN}.\n",
-             "![headline](headline.png)\n", "<!-- results headline -->\n<!-- /results -->\n"]
+             "![headline](headline.png)\n", "<!-- results headline -->\n<!-- /results -->\n",
+             "![the final allocator beside the malloc libraries](final.png)\n",
+             "<!-- results final -->\n<!-- /results -->\n"]
     for workload in sorted(by_workload(rows)):
         parts.append(f"## {workload}\n")
         png = workload.replace("/", "_") + ".png"
