@@ -6,7 +6,7 @@ Checks every tracked .md file of the repository:
   - every `make <target>` names a target of the Makefile, and every STEP=/A=/B= a step folder;
   - every `scripts/<file>` and `stepNN-*/<file>` path written in the text exists;
   - every chapter (stepNN-*/README.md) has the sections a chapter promises: the design, the key
-    code, the numbers, the perf report, debugging, and what is still wrong;
+    code, the numbers, the perf report, debugging, what is still wrong, and exercises;
   - every C/C++/CMake block of code in a chapter or a page of docs/ is the source's own text:
     either a snippet extracted from the source (see SNIPPET below: `--write` copies it in, the
     check fails when the block differs from the source) or, where the block is not marked, each
@@ -52,7 +52,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CHAPTER_SECTIONS = ["design", "key code", "numbers", "perf", "debugging", "what is still wrong"]
+CHAPTER_SECTIONS = ["design", "key code", "numbers", "perf", "debugging", "what is still wrong",
+                    "exercises"]
 
 
 def tracked_markdown():
