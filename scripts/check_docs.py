@@ -22,7 +22,8 @@ Checks every tracked .md file of the repository:
     docs/results/README.md and in at least one other page (a chapter or the README), and every
     chapter embeds at least one plot;
   - with --bench-dir (the built benchmarks): every benchmark command shown still selects what it
-    says, i.e. each `--benchmark_filter=`, `FILTER=` (of `make perf`) and `--tierpool_count=` in the
+    says, i.e. each `--benchmark_filter=`, `FILTER=` (of `make perf` and `make bench`) and
+    `--tierpool_count=` in the
     docs matches at least one entry of that step's benchmark binary.
 Exit 1 with one line per problem. (Numbers are checked by `scripts/results.py --check`.)
 
@@ -84,7 +85,7 @@ def benchmark_commands(code):
     found = []
     for line in code.replace("\\\n", " ").splitlines():
         bench = re.search(r"bench/(step0\d-[\w-]+)", line)
-        perf = re.search(r"make perf STEP=(step0\d-[\w-]+)", line)
+        perf = re.search(r"make (?:perf|bench) STEP=(step0\d-[\w-]+)", line)
         step = (bench or perf).group(1) if (bench or perf) else None
         if not step:
             continue
@@ -92,7 +93,7 @@ def benchmark_commands(code):
             words = shlex.split(line, comments=False)
         except ValueError:
             continue
-        for w in words:
+        for w in (w.strip("`") for w in words):
             if w.startswith("--benchmark_filter=") or (perf and w.startswith("FILTER=")):
                 found.append((step, w.split("=", 1)[1], None))
             elif w.startswith("--tierpool_count="):
