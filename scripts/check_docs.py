@@ -166,9 +166,11 @@ def check_file(path, targets, steps, problems, bench_dir=None):
         if not (ROOT / p).exists() and not (path.parent / p).exists():
             problems.append(f"{rel}: names missing path {p}")
 
-SNIPPET_BLOCK = re.compile(r"(<!-- snippet (?P<src>[^#\s]+)#(?P<name>[\w-]+) -->\n```(?P<lang>\w*)\n)"
+SNIPPET_BLOCK = re.compile(r"(<!-- snippet (?P<src>[^#\s]+)#(?P<name>[\w-]+) -->\n"
+                           r"```(?P<lang>\w*)\n)"
                            r"(?P<body>.*?)(```\n<!-- /snippet -->)", re.S)
-CODE_BLOCK = re.compile(r"(?P<before>[^\n]*)\n```(?P<lang>cpp|c\+\+|c|cmake)\n(?P<body>.*?)```", re.S)
+CODE_BLOCK = re.compile(r"(?P<before>[^\n]*)\n```(?P<lang>cpp|c\+\+|c|cmake)\n(?P<body>.*?)```",
+                        re.S)
 SOURCE_SUFFIXES = {".h", ".hpp", ".cpp", ".cc", ".c", ".cmake", ".in"}
 ELISION = {"// ...", "// …", "...", "…", "# ..."}
 
@@ -284,7 +286,8 @@ def check_plots(pages, problems):
                             f"docs/results/README.md")
     for path in pages:
         rel = path.relative_to(ROOT)
-        if re.fullmatch(r"step0\d-[\w-]+/README\.md", str(rel)) and not IMAGE.search(path.read_text()):
+        chapter = re.fullmatch(r"step0\d-[\w-]+/README\.md", str(rel))
+        if chapter and not IMAGE.search(path.read_text()):
             problems.append(f"{rel}: shows no plot")
 
 

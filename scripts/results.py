@@ -28,7 +28,7 @@ T is the thread count (1 if left out).
 
 A comparison in a sentence is rendered the same way, so that the words change when the data does:
     cmp          A against B at one thread count: "ahead of", "level with" or "behind"
-                 (<!--v cmp step06/sizes@16 tcmalloc step06-tierpool-->behind<!--/v--> this allocator)
+                 (<!--v cmp step06/sizes@16 tcmalloc step06-tierpool-->behind<!--/v-->)
     cmp-threads  A against B at every thread count both were measured at, as one phrase:
                  "ahead at 1 and 2 threads; level at 4; behind at 8 and 16"
                  ("ahead at every thread count" when they agree)
@@ -407,21 +407,16 @@ def final_table(rows):
         return "*No results yet: run `make bench`.*\n"
     level = level_tolerance(rows)
     head = ["workload", *FINAL, *PEERS, "best malloc", *(f"{a} ÷ best" for a in FINAL)]
-    out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 2) + "---|" + "---:|"
-           * len(FINAL)]
-    out[1] = "|---|" + "---:|" * (len(FINAL) + len(PEERS)) + "---|" + "---:|" * len(FINAL)
+    out = ["| " + " | ".join(head) + " |",
+           "|---|" + "---:|" * (len(FINAL) + len(PEERS)) + "---|" + "---:|" * len(FINAL)]
     verdicts = defaultdict(int)
     for workload, threads, cells, best in table_rows:
         def ns(a):
             if a not in cells:
                 return "–"
             return fmt_ns(cells[a]) + (" ‡" if bimodal(workload, a, threads) else "")
-        ratios = []
-        for a in FINAL:
-            if a in cells and best:
-                ratios.append(f"**{cells[a] / cells[best]:.2f}×**")
-            else:
-                ratios.append("–")
+        ratios = [f"**{cells[a] / cells[best]:.2f}×**" if a in cells and best else "–"
+                  for a in FINAL]
         if FINAL[0] in cells and best:
             verdicts[verdict(cells[FINAL[0]], cells[best], level)] += 1
         name = workload.split("/", 1)[1]
@@ -431,7 +426,8 @@ def final_table(rows):
     summary = (f"Against the fastest malloc library of each row, `{FINAL[0]}` is ahead on "
                f"{verdicts['ahead']} of {total} rows, level on {verdicts['level']} and behind on "
                f"{verdicts['behind']} (level: within {level:.2f}×, the run-to-run spread).")
-    return ("ns per alloc+free pair, median, one run of the step's benchmark; `÷ best` is the time "
+    return ("ns per alloc+free pair, median, one run of the step's benchmark; `÷ best` is the "
+            "time "
             "over the fastest malloc library of the row (below 1× is faster than it); ‡ marks a "
             "bimodal row, never taken as the best:\n\n" + "\n".join(out) + "\n\n" + summary
             + "\n")
