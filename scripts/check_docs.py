@@ -6,21 +6,55 @@ Checks every tracked .md file of the repository:
   - every `make <target>` names a target of the Makefile, and every STEP=/A=/B= a step folder;
   - every `scripts/<file>` and `stepNN-*/<file>` path written in the text exists;
   - every chapter (stepNN-*/README.md) has the sections a chapter promises: the design, the key
-    code, the numbers, the perf report, debugging, and what is still wrong;
+    code, the numbers, the perf report, debugging, what is still wrong, and exercises;
+  - every C/C++/CMake block of code in a chapter or a page of docs/ is the source's own text:
+    either a snippet extracted from the source (see SNIPPET below: `--write` copies it in, the
+    check fails when the block differs from the source) or, where the block is not marked, each
+    of its pieces (split at `// ...` lines) appears, line for line, in a source file; a block
+    that is not a quote of the source (code a reader types, an outline of an interface) says so
+    with `<!-- example -->` above it;
+  - every "article NNN" in the prose is a link (to docs/references.md, where the article's entry
+    is), and nothing points to a specification outside the repository ("SPEC §");
+  - no comparison is typed by hand: "ahead of", "level with" or "behind" an allocator is a
+    rendered `cmp` value (scripts/results.py), unless its sentence quotes an article or a
+    result recorded at a named commit;
+  - every plot embedded (`![...](....png)`) exists; every plot in docs/results/ is embedded in
+    docs/results/README.md and in at least one other page (a chapter or the README), and every
+    chapter embeds at least one plot;
   - with --bench-dir (the built benchmarks): every benchmark command shown still selects what it
-    says, i.e. each `--benchmark_filter=`, `FILTER=` (of `make perf`) and `--tierpool_count=` in the
+    says, i.e. each `--benchmark_filter=`, `FILTER=` (of `make perf` and `make bench`) and
+    `--tierpool_count=` in the
     docs matches at least one entry of that step's benchmark binary.
 Exit 1 with one line per problem. (Numbers are checked by `scripts/results.py --check`.)
+
+SNIPPET: in a source file, a region between two comment lines
+
+    // [snippet:carve-block]
+    ...code...
+    // [/snippet]
+
+is quoted by a chapter as
+
+    <!-- snippet memory_pool.h#carve-block -->
+    ```cpp
+    ...the same code, its common indentation removed...
+    ```
+    <!-- /snippet -->
+
+(the path relative to the Markdown file). `scripts/check_docs.py --write` refreshes every such
+block from its source.
 """
 import argparse
 import re
 import shlex
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CHAPTER_SECTIONS = ["design", "key code", "numbers", "perf", "debugging", "what is still wrong"]
+CHAPTER_SECTIONS = ["design", "key code", "numbers", "perf", "debugging", "what is still wrong",
+                    "exercises"]
 
 
 def tracked_markdown():
@@ -51,7 +85,7 @@ def benchmark_commands(code):
     found = []
     for line in code.replace("\\\n", " ").splitlines():
         bench = re.search(r"bench/(step0\d-[\w-]+)", line)
-        perf = re.search(r"make perf STEP=(step0\d-[\w-]+)", line)
+        perf = re.search(r"make (?:perf|bench) STEP=(step0\d-[\w-]+)", line)
         step = (bench or perf).group(1) if (bench or perf) else None
         if not step:
             continue
@@ -59,7 +93,7 @@ def benchmark_commands(code):
             words = shlex.split(line, comments=False)
         except ValueError:
             continue
-        for w in words:
+        for w in (w.strip("`") for w in words):
             if w.startswith("--benchmark_filter=") or (perf and w.startswith("FILTER=")):
                 found.append((step, w.split("=", 1)[1], None))
             elif w.startswith("--tierpool_count="):
@@ -94,6 +128,19 @@ def check_file(path, targets, steps, problems, bench_dir=None):
     code_re = re.compile(r"```.*?```|`[^`\n]+`", re.S)
     code = "\n".join(code_re.findall(text))
     prose = code_re.sub("", text)
+    if path.name != "references.md":
+        for m in re.finditer(r"(?<!\[)\b[Aa]rticles?\s+(\d{3})\b(?!\]\()", prose):
+            problems.append(f"{rel}: 'article {m.group(1)}' is not a link to "
+                            f"docs/references.md#article-{m.group(1)}")
+    for m in HAND_COMPARISON.finditer(re.sub(r"<!--v [^>]*-->[^<]*<!--/v-->", "", prose)):
+        around = m.string[max(0, m.start() - 300):m.end() + 300]
+        if not re.search(r"[Aa]rticle|commit [0-9a-f]{7}", around):
+            line = m.string[:m.start()].count("\n") + 1
+            problems.append(f"{rel}: a comparison typed by hand near line {line} "
+                            f"('{m.group(0)}'): render it (`<!--v cmp ...-->`) or state none")
+    if re.search(r"SPEC\s*§", prose):
+        problems.append(f"{rel}: refers to 'SPEC §', outside the repository: link the page in "
+                        f"docs/ instead (the bad-input table is docs/bad-input.md)")
     for link in re.findall(r"\]\(([^)\s]+)\)", prose):
         if re.match(r"[a-z]+:", link) or link.startswith("#"):
             continue
@@ -119,6 +166,130 @@ def check_file(path, targets, steps, problems, bench_dir=None):
         if not (ROOT / p).exists() and not (path.parent / p).exists():
             problems.append(f"{rel}: names missing path {p}")
 
+SNIPPET_BLOCK = re.compile(r"(<!-- snippet (?P<src>[^#\s]+)#(?P<name>[\w-]+) -->\n"
+                           r"```(?P<lang>\w*)\n)"
+                           r"(?P<body>.*?)(```\n<!-- /snippet -->)", re.S)
+CODE_BLOCK = re.compile(r"(?P<before>[^\n]*)\n```(?P<lang>cpp|c\+\+|c|cmake)\n(?P<body>.*?)```",
+                        re.S)
+SOURCE_SUFFIXES = {".h", ".hpp", ".cpp", ".cc", ".c", ".cmake", ".in"}
+ELISION = {"// ...", "// …", "...", "…", "# ..."}
+
+
+def tracked_sources():
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    files = [ROOT / f for f in out.stdout.split()] if out.returncode == 0 else []
+    files = files or [p for p in ROOT.rglob("*") if "build" not in p.relative_to(ROOT).parts]
+    return [p for p in files if p.is_file() and (p.suffix in SOURCE_SUFFIXES
+                                                 or p.name == "CMakeLists.txt")]
+
+
+def extract_snippet(source, name):
+    """The lines between `[snippet:name]` and the next `[/snippet]` comment, dedented; None when
+    the source has no such snippet."""
+    if not source.is_file():
+        return None
+    lines = source.read_text().splitlines()
+    start = [i for i, l in enumerate(lines) if re.fullmatch(rf"\s*(//|#) \[snippet:{name}\]", l)]
+    if len(start) != 1:
+        return None
+    body = []
+    for line in lines[start[0] + 1:]:
+        if re.fullmatch(r"\s*(//|#) \[/snippet\]", line):
+            break
+        body.append(line)
+    else:
+        return None
+    indent = min((len(l) - len(l.lstrip()) for l in body if l.strip()), default=0)
+    return "".join(l[indent:].rstrip() + "\n" for l in body)
+
+
+def refresh_snippets(path, text, problems):
+    """`text` with every snippet block replaced by its source's region; a problem per snippet
+    whose source or region is missing."""
+    rel = path.relative_to(ROOT)
+
+    def fill(m):
+        code = extract_snippet(path.parent / m.group("src"), m.group("name"))
+        if code is None:
+            problems.append(f"{rel}: snippet {m.group('src')}#{m.group('name')} has no "
+                            f"`[snippet:{m.group('name')}]` region in its source")
+            return m.group(0)
+        return m.group(1) + code + m.group(6)
+    return SNIPPET_BLOCK.sub(fill, text)
+
+
+def source_lines(cache):
+    if not cache:
+        for p in tracked_sources():
+            cache[p] = [l.strip() for l in p.read_text(errors="replace").splitlines()]
+    return cache
+
+
+def verbatim_in(piece, sources):
+    """True when the stripped lines of `piece` appear one after another in a source file."""
+    n = len(piece)
+    for lines in sources.values():
+        for i in range(len(lines) - n + 1):
+            if lines[i] == piece[0] and lines[i:i + n] == piece:
+                return True
+    return False
+
+
+def check_code_blocks(path, text, problems, cache):
+    """Every unmarked C++/CMake block must be the source's text, piece by piece."""
+    rel = path.relative_to(ROOT)
+    text = SNIPPET_BLOCK.sub("", text)
+    for m in CODE_BLOCK.finditer(text):
+        if m.group("before").strip() == "<!-- example -->":
+            continue
+        pieces = [[]]
+        for line in m.group("body").splitlines():
+            if line.strip() in ELISION:
+                pieces.append([])
+            else:
+                pieces[-1].append(line.strip())
+        for piece in pieces:
+            while piece and not piece[-1]:
+                piece.pop()
+            if piece and not verbatim_in(piece, source_lines(cache)):
+                lineno = text[:m.start("body")].count("\n") + 1
+                problems.append(f"{rel}:{lineno}: a block of code that is not in the source "
+                                f"(first differing piece starts `{piece[0][:60]}`): quote it as a "
+                                f"snippet, or mark it `<!-- example -->` if a reader types it")
+                break
+
+
+HAND_COMPARISON = re.compile(
+    r"\b(ahead of|level with|about level with|behind)\s+(`?(glibc|jemalloc|tcmalloc|mimalloc|"
+    r"tbbmalloc|boost|pmr|step\s?0\d)|the (baseline|arena|size-class))", re.I)
+IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+\.png)\)")
+
+
+def check_plots(pages, problems):
+    """Plots where a reader looks: each generated plot shown in the results index and beside
+    prose somewhere else, each chapter showing one, no embed of a plot that is not there."""
+    results = ROOT / "docs" / "results"
+    index = results / "README.md"
+    shown = defaultdict(set)  # plot -> the pages that embed it
+    for path in pages:
+        for target in IMAGE.findall(path.read_text()):
+            dest = (path.parent / target).resolve()
+            if not dest.exists():
+                problems.append(f"{path.relative_to(ROOT)}: embeds missing plot {target}")
+            shown[dest].add(path.resolve())
+    for png in sorted(results.glob("*.png")):
+        where = shown.get(png.resolve(), set())
+        if index.resolve() not in where:
+            problems.append(f"docs/results/README.md: does not embed plot {png.name}")
+        if not where - {index.resolve()}:
+            problems.append(f"docs/results/{png.name}: embedded in no chapter or page besides "
+                            f"docs/results/README.md")
+    for path in pages:
+        rel = path.relative_to(ROOT)
+        chapter = re.fullmatch(r"step0\d-[\w-]+/README\.md", str(rel))
+        if chapter and not IMAGE.search(path.read_text()):
+            problems.append(f"{rel}: shows no plot")
+
 
 def check_chapter(path, problems):
     headings = [h.lower() for h in re.findall(r"^##+ (.*)$", path.read_text(), re.M)]
@@ -131,12 +302,25 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench-dir", type=Path, help="the build's bench/ folder")
+    ap.add_argument("--write", action="store_true",
+                    help="copy every snippet block's code in from its source first")
     args = ap.parse_args()
     problems = []
     targets = make_targets()
     steps = {p.name for p in ROOT.glob("step0*") if p.is_dir()}
+    sources = {}
     for path in tracked_markdown():
+        text = path.read_text()
+        fresh = refresh_snippets(path, text, problems)
+        if fresh != text:
+            if args.write:
+                path.write_text(fresh)
+            else:
+                problems.append(f"{path.relative_to(ROOT)}: a snippet differs from its source "
+                                f"(scripts/check_docs.py --write copies it in)")
+        check_code_blocks(path, fresh, problems, sources)
         check_file(path, targets, steps, problems, args.bench_dir)
+    check_plots(tracked_markdown(), problems)
     for step in sorted(steps):
         chapter = ROOT / step / "README.md"
         if chapter.exists():

@@ -7,8 +7,10 @@ A generated block is what a chapter quotes; it looks like
 
     <!-- results table=step01/rational -->        (one workload, all thread counts)
     <!-- results table=step05/shuffle64 threads=1,16 only=step05-objectpool,glibc,mimalloc -->
-    <!-- results instructions=step01/rational -->
+    <!-- results instructions=step01/rational -->  (only= works here too)
     <!-- results headline -->
+    <!-- results final -->                       (step 06 on every shared workload beside every
+                                                  malloc library, ratios to the best of each row)
     <!-- results durations -->                   (how long each step's benchmark took; links
                                                   written for a page in docs/)
     ...generated, never edited by hand...
@@ -23,6 +25,19 @@ value `<!--/v-->`, KIND one of
     ms       A's time for the whole pattern, in ms (the big-block workloads)
     rss-end  A's resident set at the end of the run, in MiB (release-64k, release-1m)
 T is the thread count (1 if left out).
+
+A comparison in a sentence is rendered the same way, so that the words change when the data does:
+    cmp          A against B at one thread count: "ahead of", "level with" or "behind"
+                 (<!--v cmp step06/sizes@16 tcmalloc step06-tierpool-->behind<!--/v-->)
+    cmp-threads  A against B at every thread count both were measured at, as one phrase:
+                 "ahead at 1 and 2 threads; level at 4; behind at 8 and 16"
+                 ("ahead at every thread count" when they agree)
+    level        the tolerance itself, as "1.50×" (<!--v level-->...<!--/v-->, no workload)
+"Level" means the two times are within a factor LEVEL of each other, LEVEL being the run-to-run
+spread of the malloc libraries: every step's run measures them again, so each library's row on
+each workload is measured several times, minutes or hours apart; LEVEL is the median, over those
+rows, of the largest time over the smallest (level_tolerance()). A rendered comparison that
+changes is named when `make results` rewrites it, and fails `--check` like a number.
 
 The big-block workloads of step 06 (realloc-grow, calloc-sparse, release-64k, release-1m) have
 tables of their own: the time of the whole pattern in ms, the memory figure each is about beside
@@ -42,8 +57,123 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
 PEERS = ["glibc", "jemalloc", "tcmalloc", "mimalloc", "tbbmalloc"]
-HEADLINE_COLORS = {"the step": "tab:red", "glibc": "tab:blue", "jemalloc": "tab:orange",
-                   "tcmalloc": "tab:green", "mimalloc": "tab:purple", "tbbmalloc": "tab:brown"}
+# One colour per allocator in every plot: the malloc peers and the baseline fixed here, every
+# other allocator a colour of its own from the palette below (none of them a peer's hue), in name
+# order (colors_for()).
+PEER_COLORS = {"glibc": "tab:blue", "jemalloc": "tab:orange", "tcmalloc": "tab:green",
+               "mimalloc": "tab:purple", "tbbmalloc": "tab:brown", "baseline": "tab:gray"}
+OTHER_COLORS = ["#e41a1c", "#e7298a", "#1b9e77", "#e6ab02", "#17becf", "#bcbd22", "#393b79",
+                "#637939", "#8c6d31", "#843c39", "#7b4173", "#f781bf", "#9c9ede", "#66a61e",
+                "#e7ba52", "#ad494a", "#de9ed6", "#9edae5", "#dbdb8d", "#c49c94", "#5254a3",
+                "#8ca252", "#bd9e39", "#d6616b", "#a55194", "#ce6dbd", "#6b6ecf", "#b5cf6b",
+                "#e7969c", "#008080", "#800000", "#40e0d0", "#ffd700", "#4b0082", "#000000",
+                "#cedb9c"]
+HEADLINE_COLORS = {"the step": "tab:red", **PEER_COLORS}
+# Values spanning more than this factor get a log axis.
+LOG_SPAN = 30
+# A row whose repetitions (docs/results/raw/) differ by more than this factor is bimodal: its
+# median stands for no typical run. Tables mark it, and the headline never divides by it.
+BIMODAL = 1.5
+_RANGES = {}
+
+
+def repetition_ranges():
+    """(workload, allocator, threads) -> (fastest, slowest repetition) in ns per pair, from the
+    Google Benchmark JSON that `make bench` keeps in docs/results/raw/."""
+    if _RANGES:
+        return _RANGES
+    for path in sorted((RESULTS / "raw").glob("*.json")):
+        try:
+            processes = json.loads(path.read_text())
+        except ValueError:
+            continue
+        for proc in processes:
+            row = proc.get("tierpool_row") or {}
+            step = (row.get("step") or "")[:6]
+            for b in proc.get("benchmarks", []):
+                m = re.match(r"([\w-]+)/[^/]+/threads:(\d+)", b.get("run_name", ""))
+                if b.get("run_type") != "iteration" or not m or "ns_per_pair" not in b:
+                    continue
+                key = (f"{step}/{m.group(1)}", row.get("allocator"), int(m.group(2)))
+                lo, hi = _RANGES.get(key, (float("inf"), 0.0))
+                _RANGES[key] = (min(lo, b["ns_per_pair"]), max(hi, b["ns_per_pair"]))
+    return _RANGES
+
+
+def bimodal(workload, allocator, threads):
+    """(fastest, slowest) when the row's repetitions differ by more than BIMODAL, else None."""
+    lo, hi = repetition_ranges().get((workload, allocator, int(threads)), (0, 0))
+    return (lo, hi) if lo > 0 and hi / lo > BIMODAL else None
+
+
+def bimodal_note(flagged):
+    """The line under a table that explains its ‡ marks."""
+    if not flagged:
+        return ""
+    ranges = "; ".join(f"{a} at {t} thread{'s' if t > 1 else ''}: {fmt_ns(lo)}–{fmt_ns(hi)}"
+                       for a, t, (lo, hi) in flagged)
+    return (f"\n‡ bimodal: a marked row's repetitions differ by more than {BIMODAL}× "
+            f"(fastest–slowest ns: {ranges}); its median is no typical run.\n")
+
+
+def own_allocator(name):
+    """The book's own allocators (the steps' and the preloaded library), drawn apart from peers."""
+    return name.startswith("step") or name.startswith("tierpool")
+
+
+def colors_for(rows):
+    """allocator -> colour, the same in every plot of one results.csv."""
+    others = sorted({r["allocator"] for r in rows} - set(PEER_COLORS))
+    colors = dict(PEER_COLORS)
+    for i, name in enumerate(others):
+        colors[name] = OTHER_COLORS[i % len(OTHER_COLORS)]
+    return colors
+
+
+def bar_style(name, colors):
+    """Bars: the book's own allocators hatched with a black edge, the peers plain."""
+    if own_allocator(name):
+        return {"color": colors[name], "hatch": "//", "edgecolor": "black", "linewidth": 1.2}
+    return {"color": colors[name], "edgecolor": colors[name]}
+
+
+def line_style(name, colors):
+    """Lines: the book's own allocators bold and solid with round markers, the peers thin and
+    dashed."""
+    if own_allocator(name):
+        return {"color": colors[name], "linestyle": "-", "marker": "o", "linewidth": 2.6,
+                "markersize": 6}
+    return {"color": colors[name], "linestyle": "--", "marker": ".", "linewidth": 1.2}
+
+
+def label_own_bars(ax, names):
+    """Bold tick labels for the book's own allocators."""
+    for tick, name in zip(ax.get_yticklabels(), names):
+        if own_allocator(name):
+            tick.set_fontweight("bold")
+
+
+def draw_bars(ax, names, values, colors, xlabel, fmt):
+    """Horizontal bars, first name on top, each labelled with its value; a log axis where the
+    values span more than LOG_SPAN."""
+    for y, (n, v) in enumerate(zip(names, values)):
+        ax.barh(y, v, **bar_style(n, colors))
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    label_own_bars(ax, names)
+    ax.invert_yaxis()
+    log = log_if_wide(ax, values)
+    ax.set_xlim(right=max(values) * (3 if log else 1.2))
+    ax.set_xlabel(xlabel + ("; log" if log else ""))
+    for y, v in enumerate(values):
+        ax.text(v, y, f" {fmt(v)}", va="center", fontsize=8)
+
+
+def log_if_wide(ax, values, axis="x"):
+    positive = [v for v in values if v > 0]
+    if positive and max(positive) / min(positive) > LOG_SPAN:
+        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+        return True
+    return False
 BLOCK = re.compile(r"(<!-- results (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /results -->)",
                    re.S)
 # Each step's headline: the workload and thread count its chapter is about, and the allocators
@@ -171,15 +301,22 @@ def table(rows, workload, threads=None, only=None):
     if len(counts) == 1:
         t = counts[0]
         out = ["| allocator | ns per pair | vs glibc | peak RSS (MiB) |", "|---|---:|---:|---:|"]
+        flagged = []
         for a in allocators:
             r = cell[(a, t)]
             ratio = f"{float(r['ratio_vs_glibc']):.2f}×" if r["ratio_vs_glibc"] else "–"
-            out.append(f"| {a} | {fmt_ns(float(r['ns_per_pair']))} | {ratio} | "
+            mark = ""
+            if bimodal(workload, a, t):
+                flagged.append((a, t, bimodal(workload, a, t)))
+                mark = " ‡"
+            out.append(f"| {a} | {fmt_ns(float(r['ns_per_pair']))}{mark} | {ratio} | "
                        f"{int(r['peak_rss_kb']) / 1024:.1f} |")
-        return f"`{workload}`, {t} thread{'s' if t > 1 else ''}:\n\n" + "\n".join(out) + "\n"
+        return (f"`{workload}`, {t} thread{'s' if t > 1 else ''}:\n\n" + "\n".join(out) + "\n"
+                + bimodal_note(flagged))
     head = "| allocator | " + " | ".join(f"T={t} ns (vs glibc)" for t in counts)
     head += f" | peak RSS T={counts[-1]} (MiB) |"
     out = [head, "|---|" + "---:|" * (len(counts) + 1)]
+    flagged = []
     for a in allocators:
         cells = []
         for t in counts:
@@ -188,15 +325,21 @@ def table(rows, workload, threads=None, only=None):
                 cells.append("–")
                 continue
             ratio = f" ({float(r['ratio_vs_glibc']):.2f}×)" if r["ratio_vs_glibc"] else ""
-            cells.append(fmt_ns(float(r["ns_per_pair"])) + ratio)
+            mark = ""
+            if bimodal(workload, a, t):
+                flagged.append((a, t, bimodal(workload, a, t)))
+                mark = " ‡"
+            cells.append(fmt_ns(float(r["ns_per_pair"])) + mark + ratio)
         last = cell.get((a, counts[-1]))
         rss = f"{int(last['peak_rss_kb']) / 1024:.1f}" if last else "–"
         out.append(f"| {a} | " + " | ".join(cells) + f" | {rss} |")
-    return f"`{workload}`, ns per alloc+free pair:\n\n" + "\n".join(out) + "\n"
+    return (f"`{workload}`, ns per alloc+free pair:\n\n" + "\n".join(out) + "\n"
+            + bimodal_note(flagged))
 
 
-def instruction_table(rows, workload):
-    rows = sorted((r for r in rows if r["workload"] == workload),
+def instruction_table(rows, workload, only=None):
+    rows = sorted((r for r in rows if r["workload"] == workload
+                   and (not only or r["allocator"] in only)),
                   key=lambda r: float(r["instructions_per_pair"]))
     if not rows:
         return f"*No instruction counts for `{workload}` yet: run `make bench`.*\n"
@@ -233,16 +376,76 @@ def headline_table(rows):
     return "ns per alloc+free pair, median, same run per row:\n\n" + "\n".join(out) + "\n"
 
 
+# The final allocator on every shared workload (W1-W5) at every thread count its step ran, beside
+# every malloc library: the README's verdict, where the headline shows each step on one workload.
+FINAL_STEP = "step06"
+FINAL = ["step06-tierpool", "tierpool-preload"]
+SHARED = ["rational", "shuffle64", "mt512", "sizes", "xthread"]
+
+
+def final_rows(rows):
+    """[(workload, threads, {allocator: ns}, best peer or None)] for the final step; the best
+    peer is the fastest malloc library of the row whose repetitions are not bimodal."""
+    out = []
+    for name in SHARED:
+        workload = f"{FINAL_STEP}/{name}"
+        for threads in sorted({int(r["threads"]) for r in rows if r["workload"] == workload}):
+            cells = step_rows(rows, FINAL_STEP, name, threads)
+            if not any(a in cells for a in FINAL):
+                continue
+            steady = [p for p in PEERS if p in cells and not bimodal(workload, p, threads)]
+            best = min(steady or [p for p in PEERS if p in cells], key=cells.get, default=None)
+            out.append((workload, threads, cells, best))
+    return out
+
+
+def final_table(rows):
+    """Markdown: the final allocator beside every malloc library, with its ratio to the best one
+    of each row, and a sentence that counts the rows it is ahead, level and behind on."""
+    table_rows = final_rows(rows)
+    if not table_rows:
+        return "*No results yet: run `make bench`.*\n"
+    level = level_tolerance(rows)
+    head = ["workload", *FINAL, *PEERS, "best malloc", *(f"{a} ÷ best" for a in FINAL)]
+    out = ["| " + " | ".join(head) + " |",
+           "|---|" + "---:|" * (len(FINAL) + len(PEERS)) + "---|" + "---:|" * len(FINAL)]
+    verdicts = defaultdict(int)
+    for workload, threads, cells, best in table_rows:
+        def ns(a):
+            if a not in cells:
+                return "–"
+            return fmt_ns(cells[a]) + (" ‡" if bimodal(workload, a, threads) else "")
+        ratios = [f"**{cells[a] / cells[best]:.2f}×**" if a in cells and best else "–"
+                  for a in FINAL]
+        if FINAL[0] in cells and best:
+            verdicts[verdict(cells[FINAL[0]], cells[best], level)] += 1
+        name = workload.split("/", 1)[1]
+        out.append(f"| {name} T={threads} | " + " | ".join(ns(a) for a in [*FINAL, *PEERS])
+                   + f" | {best or '–'} | " + " | ".join(ratios) + " |")
+    total = sum(verdicts.values())
+    summary = (f"Against the fastest malloc library of each row, `{FINAL[0]}` is ahead on "
+               f"{verdicts['ahead']} of {total} rows, level on {verdicts['level']} and behind on "
+               f"{verdicts['behind']} (level: within {level:.2f}×, the run-to-run spread).")
+    return ("ns per alloc+free pair, median, one run of the step's benchmark; `÷ best` is the "
+            "time "
+            "over the fastest malloc library of the row (below 1× is faster than it); ‡ marks a "
+            "bimodal row, never taken as the best:\n\n" + "\n".join(out) + "\n\n" + summary
+            + "\n")
+
+
 def render(spec, rows, instr):
     fields = dict(kv.split("=", 1) for kv in spec.split() if "=" in kv)
     if spec.strip() == "headline":
         return headline_table(rows)
+    if spec.strip() == "final":
+        return final_table(rows)
     if "table" in fields:
         threads = [int(t) for t in fields["threads"].split(",")] if "threads" in fields else None
         only = fields["only"].split(",") if "only" in fields else None
         return table(rows, fields["table"], threads, only)
     if "instructions" in fields:
-        return instruction_table(instr, fields["instructions"])
+        only = fields["only"].split(",") if "only" in fields else None
+        return instruction_table(instr, fields["instructions"], only)
     if "machine" in fields or spec.strip() == "machine":
         return machine_text()
     if spec.strip() == "durations":
@@ -288,9 +491,70 @@ def durations_table():
 INLINE = re.compile(r"(<!--v (?P<spec>[^>]*?)-->)(?P<body>[^<]*)(<!--/v-->)")
 
 
+def level_tolerance(rows):
+    """The factor within which two times are called level: the median run-to-run spread of the
+    malloc libraries (PEERS), each measured again in every step's run. 1.25 when no row was
+    measured twice."""
+    times = defaultdict(list)
+    for r in rows:
+        if r["allocator"] in PEERS and not bigblock_kind(r["workload"]):
+            times[(r["workload"].split("/", 1)[-1], r["allocator"], r["threads"])].append(
+                float(r["ns_per_pair"]))
+    spreads = sorted(max(v) / min(v) for v in times.values() if len(v) > 1)
+    if not spreads:
+        return 1.25
+    mid = len(spreads) // 2
+    median = spreads[mid] if len(spreads) % 2 else (spreads[mid - 1] + spreads[mid]) / 2
+    return round(median, 2)
+
+
+def verdict(a_ns, b_ns, level):
+    """'ahead', 'level' or 'behind': A against B, lower time ahead."""
+    if a_ns * level < b_ns:
+        return "ahead"
+    if b_ns * level < a_ns:
+        return "behind"
+    return "level"
+
+
+def thread_phrase(counts, first):
+    """[1, 2] -> 'at 1 and 2 threads' (first group) or 'at 1 and 2'."""
+    words = " and ".join([", ".join(map(str, counts[:-1])), str(counts[-1])] if len(counts) > 1
+                         else [str(counts[0])])
+    unit = " thread" + ("s" if counts != [1] else "") if first else ""
+    return f"at {words}{unit}"
+
+
+def compare_threads(rows, workload, a, b, level, missing):
+    """A against B at every thread count both have: 'ahead at 1 and 2 threads, level at 4, ...'."""
+    ns = defaultdict(dict)
+    for r in rows:
+        if r["workload"] == workload and r["allocator"] in (a, b):
+            ns[int(r["threads"])][r["allocator"]] = float(r["ns_per_pair"])
+    counts = sorted(t for t, v in ns.items() if len(v) == 2)
+    if not counts:
+        missing.append(f"cmp-threads {workload} {a} {b}")
+        return "?"
+    groups = []
+    for t in counts:
+        v = verdict(ns[t][a], ns[t][b], level)
+        if groups and groups[-1][0] == v:
+            groups[-1][1].append(t)
+        else:
+            groups.append((v, [t]))
+    if len(groups) == 1:
+        return f"{groups[0][0]} at every thread count ({counts[0]} to {counts[-1]})"
+    return "; ".join(f"{v} {thread_phrase(ts, i == 0)}" for i, (v, ts) in enumerate(groups))
+
+
 def inline_value(spec, rows, instr, missing):
-    """One number for a sentence; `missing` collects what the CSVs do not have."""
+    """One number (or comparison) for a sentence; `missing` collects what the CSVs do not
+    have."""
+    if spec.strip() == "level":
+        return f"{level_tolerance(rows):.2f}×"
     kind, workload, *names = spec.split()
+    if kind == "cmp-threads":
+        return compare_threads(rows, workload, names[0], names[1], level_tolerance(rows), missing)
     workload, _, threads = workload.partition("@")
     threads = int(threads or 1)
 
@@ -323,19 +587,34 @@ def inline_value(spec, rows, instr, missing):
     if kind == "ratio":
         v = float(rs[0]["ns_per_pair"]) / float(rs[1]["ns_per_pair"])
         return f"{v:.2f}×" if v < 10 else f"{v:.1f}×"
+    if kind == "cmp":
+        v = verdict(float(rs[0]["ns_per_pair"]), float(rs[1]["ns_per_pair"]), level_tolerance(rows))
+        return {"ahead": "ahead of", "level": "level with", "behind": "behind"}[v]
     raise SystemExit(f"unknown inline value kind: {spec}")
 
 
-def refresh_blocks(rows, instr, check, missing=None):
+CLAIMS = ("cmp", "cmp-threads", "level")
+
+
+def render_inline(m, rows, instr, missing, flipped, path):
+    """An inline block rendered again; a comparison whose words change is added to `flipped`."""
+    body = inline_value(m.group("spec"), rows, instr, missing)
+    if m.group("spec").split()[0] in CLAIMS and body != m.group("body"):
+        flipped.append(f"{path.relative_to(ROOT)}: <!--v {m.group('spec')}--> was "
+                       f"'{m.group('body')}', the data now says '{body}'")
+    return m.group(1) + body + m.group(4)
+
+
+def refresh_blocks(rows, instr, check, missing=None, flipped=None):
     stale = []
     missing = [] if missing is None else missing
+    flipped = [] if flipped is None else flipped
     files = [p for p in ROOT.rglob("*.md") if "build" not in p.relative_to(ROOT).parts]
     for path in files:
         text = path.read_text()
         new = BLOCK.sub(lambda m: m.group(1) + "\n" + render(m.group("spec"), rows, instr) + "\n"
                         + m.group(4), text)
-        new = INLINE.sub(lambda m: m.group(1) + inline_value(m.group("spec"), rows, instr,
-                                                             missing) + m.group(4), new)
+        new = INLINE.sub(lambda m: render_inline(m, rows, instr, missing, flipped, path), new)
         missing += [f"table {w} in {path.relative_to(ROOT)}" for w in
                     re.findall(r"\*No (?:results|instruction counts) for `([^`]+)`", new)]
         if new != text:
@@ -350,50 +629,103 @@ def plot(rows):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    colors = colors_for(rows)
     written = []
     for workload, group in sorted(by_workload(rows).items()):
         counts = sorted({int(r["threads"]) for r in group})
         if bigblock_kind(workload):
-            fig = plot_bigblock(plt, workload, group)
-            out = RESULTS / (workload.replace("/", "_") + ".png")
-            fig.savefig(out, dpi=90)
-            plt.close(fig)
-            written.append(out.name)
-            continue
-        fig, ax = plt.subplots(figsize=(8, 4.5))
-        if len(counts) == 1:
-            group = sorted(group, key=lambda r: float(r["ns_per_pair"]))
-            names = [r["allocator"] for r in group]
-            values = [float(r["ns_per_pair"]) for r in group]
-            colors = ["tab:red" if n.startswith("step") else
-                      "tab:gray" if n == "baseline" else "tab:blue" for n in names]
-            ax.barh(names, values, color=colors)
-            ax.invert_yaxis()
-            ax.set_xlabel("ns per alloc+free pair (median; lower is better)")
-            for y, v in enumerate(values):
-                ax.text(v, y, f" {fmt_ns(v)}", va="center", fontsize=8)
+            fig = plot_bigblock(plt, workload, group, colors)
+        elif len(counts) == 1:
+            fig = plot_bars(plt, workload, group, colors)
         else:
-            for allocator in sorted({r["allocator"] for r in group}):
-                pts = sorted((int(r["threads"]), float(r["ns_per_pair"])) for r in group
-                             if r["allocator"] == allocator)
-                style = "-o" if allocator.startswith("step") else "--."
-                width = 2.5 if allocator.startswith("step") else 1
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=allocator,
-                        linewidth=width)
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(counts, [str(c) for c in counts])
-            ax.set_yscale("log")
-            ax.set_xlabel("threads (this machine has %s cores)" % machine_cores())
-            ax.set_ylabel("ns per pair, all threads (log)")
-            ax.legend(fontsize=7, ncol=2)
-        ax.set_title(f"{workload}")
-        fig.tight_layout()
+            fig = plot_lines(plt, workload, group, counts, colors)
         out = RESULTS / (workload.replace("/", "_") + ".png")
         fig.savefig(out, dpi=90)
         plt.close(fig)
         written.append(out.name)
+    fig = plot_final(plt, rows)
+    if fig is not None:
+        fig.savefig(RESULTS / "final.png", dpi=90)
+        written.append("final.png")
+        plt.close(fig)
+    fig = plot_headline(plt, rows)
+    if fig is not None:
+        fig.savefig(RESULTS / "headline.png", dpi=90)
+        written.append("headline.png")
+        plt.close(fig)
+    return written
 
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+
+def plot_bars(plt, workload, group, colors):
+    """One thread count: a bar per allocator, fastest on top, log axis where the bars span more
+    than LOG_SPAN."""
+    group = sorted(group, key=lambda r: float(r["ns_per_pair"]))
+    names = [r["allocator"] for r in group]
+    values = [float(r["ns_per_pair"]) for r in group]
+    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.28 * len(names)))
+    draw_bars(ax, names, values, colors, "ns per alloc+free pair (median; lower is better)",
+              fmt_ns)
+    ax.set_title(f"{workload}, {group[0]['threads']} thread(s); hatched: this book's allocators")
+    fig.tight_layout()
+    return fig
+
+
+def plot_lines(plt, workload, group, counts, colors):
+    """Several thread counts: a line per allocator, both axes log, the legend outside the plot."""
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for allocator in sorted({r["allocator"] for r in group}):
+        pts = sorted((int(r["threads"]), float(r["ns_per_pair"])) for r in group
+                     if r["allocator"] == allocator)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], label=allocator,
+                **line_style(allocator, colors))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(counts, [str(c) for c in counts])
+    ax.set_yscale("log")
+    ax.set_xlabel("threads (this machine has %s cores)" % machine_cores())
+    ax.set_ylabel("ns per pair, all threads (log)")
+    ax.set_title(f"{workload}; bold: this book's allocators")
+    legend = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    for text in legend.get_texts():
+        if own_allocator(text.get_text()):
+            text.set_fontweight("bold")
+    fig.tight_layout()
+    return fig
+
+
+def plot_final(plt, rows):
+    """A heat map: the final allocator and every malloc library on every shared workload and
+    thread count, each cell its time over the row's fastest malloc library (log colour scale,
+    1 = that library). None without data."""
+    import matplotlib.colors as mcolors
+    table_rows = [r for r in final_rows(rows) if r[3]]
+    if not table_rows:
+        return None
+    columns = [*FINAL, *PEERS]
+    grid = [[cells[a] / cells[best] if a in cells else float("nan") for a in columns]
+            for _, _, cells, best in table_rows]
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(grid) + 1.6))
+    finite = [v for row in grid for v in row if v == v]
+    span = max(max(finite), 1 / min(finite), 2)
+    image = ax.imshow(grid, cmap="RdYlGn_r", aspect="auto",
+                      norm=mcolors.LogNorm(vmin=1 / span, vmax=span))
+    ax.set_xticks(range(len(columns)), columns, fontsize=8, rotation=20)
+    for tick, name in zip(ax.get_xticklabels(), columns):
+        if own_allocator(name):
+            tick.set_fontweight("bold")
+    ax.set_yticks(range(len(grid)), [f"{w.split('/', 1)[1]} T={t}" for w, t, _, _ in table_rows],
+                  fontsize=8)
+    for y, row in enumerate(grid):
+        for x, v in enumerate(row):
+            if v == v:
+                ax.text(x, y, f"{v:.2f}", ha="center", va="center", fontsize=7)
+    fig.colorbar(image, ax=ax, label="time ÷ the row's fastest malloc library (log)")
+    ax.set_title(f"{FINAL_STEP}'s allocator on every shared workload, beside the malloc libraries")
+    fig.tight_layout()
+    return fig
+
+
+def plot_headline(plt, rows):
+    """Each step on its chapter's workload beside the malloc peers; None without data."""
     labels, series = [], defaultdict(list)
     for step, workload, threads, names in HEADLINE:
         cells = step_rows(rows, step, workload, threads)
@@ -404,24 +736,24 @@ def plot(rows):
         series["the step"].append(min(own.values()))
         for p in PEERS:
             series[p].append(cells.get(p, float("nan")))
-    if labels:
-        width = 0.8 / len(series)
-        for i, (name, values) in enumerate(series.items()):
-            ax.bar([x + i * width for x in range(len(labels))], values, width, label=name,
-                   color=HEADLINE_COLORS[name])
-        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))], labels, fontsize=8)
-        ax.set_yscale("log")
-        ax.set_ylabel("ns per alloc+free pair (log)")
-        ax.set_title("Each step on its workload, beside the malloc libraries")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(RESULTS / "headline.png", dpi=90)
-        written.append("headline.png")
-    plt.close(fig)
-    return written
+    if not labels:
+        return None
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    width = 0.8 / len(series)
+    for i, (name, values) in enumerate(series.items()):
+        style = ({"hatch": "//", "edgecolor": "black"} if name == "the step" else {})
+        ax.bar([x + i * width for x in range(len(labels))], values, width, label=name,
+               color=HEADLINE_COLORS[name], **style)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))], labels, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("ns per alloc+free pair (log)")
+    ax.set_title("Each step on its workload, beside the malloc libraries")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    return fig
 
 
-def plot_bigblock(plt, workload, group):
+def plot_bigblock(plt, workload, group, colors):
     """Two panels: the time of the whole pattern, and the memory figure the workload is about
     (peak RSS for the growth and the calloc, the RSS at the end for release-*), each on a log
     scale where the rows span more than a factor 30."""
@@ -429,20 +761,12 @@ def plot_bigblock(plt, workload, group):
     group = sorted(group, key=lambda r: float(r["ns_per_pair"]))
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
     names = [r["allocator"] for r in group]
-    colors = ["tab:red" if n.startswith("step") else "tab:blue" for n in names]
     panels = [(left, [float(r["ns_per_pair"]) / 1e6 for r in group], "ms for the whole pattern"),
               (right, [int(r[memory] or 0) / 1024 for r in group],
                f"{MEMORY_LABELS[memory]}, MiB")]
     for ax, values, label in panels:
-        ax.barh(names, values, color=colors)
-        ax.invert_yaxis()
-        positive = [v for v in values if v > 0]
-        if positive and max(positive) / min(positive) > 30:
-            ax.set_xscale("log")
-        ax.set_xlabel(label + " (lower is better)")
-        for y, v in enumerate(values):
-            ax.text(v, y, f" {v:.0f}" if v >= 100 else f" {v:.1f}" if v >= 10 else f" {v:.2f}",
-                    va="center", fontsize=8)
+        draw_bars(ax, names, values, colors, label + " (lower is better)",
+                  lambda v: f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}")
     for y, r in enumerate(group):
         if r.get("stopped_at_kb"):
             left.text(float(r["ns_per_pair"]) / 1e6, y, "  stopped", va="bottom", fontsize=7)
@@ -472,7 +796,13 @@ def write_index(rows, instr, plots):
              "`release-1m`) run one whole pattern once per process: their tables give its time in "
              "ms and the memory figure each is about beside glibc's. See "
              "[../benchmarking.md](../benchmarking.md).\n",
-             "![headline](headline.png)\n", "<!-- results headline -->\n<!-- /results -->\n"]
+             "In the plots, the book's own allocators (the steps' and `tierpool-preload`) are "
+             "hatched bars and bold lines, the peers plain bars and dashed lines; an allocator "
+             f"has the same colour in every plot; an axis is logarithmic where its values span "
+             f"more than a factor {LOG_SPAN}.\n",
+             "![headline](headline.png)\n", "<!-- results headline -->\n<!-- /results -->\n",
+             "![the final allocator beside the malloc libraries](final.png)\n",
+             "<!-- results final -->\n<!-- /results -->\n"]
     for workload in sorted(by_workload(rows)):
         parts.append(f"## {workload}\n")
         png = workload.replace("/", "_") + ".png"
@@ -493,9 +823,11 @@ def main():
     args = ap.parse_args()
     rows = read_csv(RESULTS / "results.csv")
     instr = read_csv(RESULTS / "instructions.csv")
-    missing = []
+    missing, flipped = [], []
     if args.check:
-        stale = refresh_blocks(rows, instr, check=True, missing=missing)
+        stale = refresh_blocks(rows, instr, check=True, missing=missing, flipped=flipped)
+        for f in flipped:
+            print(f"claim changed: {f}")
         for p in stale:
             print(f"stale generated block in {p}: run `make results`")
         for m in missing:
@@ -507,7 +839,9 @@ def main():
     except ImportError:
         print("note: matplotlib is missing (apt-get install python3-matplotlib): no plots")
     write_index(rows, instr, plots)
-    refresh_blocks(rows, instr, check=False, missing=missing)
+    refresh_blocks(rows, instr, check=False, missing=missing, flipped=flipped)
+    for f in flipped:
+        print(f"claim changed (reread the sentence around it): {f}")
     for m in sorted(set(missing)):
         print(f"note: a chapter quotes {m}, which results.csv does not have (shown as ?)")
     print(f"wrote docs/results/README.md and {len(plots)} plots")

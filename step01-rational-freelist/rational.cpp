@@ -28,6 +28,7 @@ char* blocksOf(Chunk* chunk) {
 }
 }  // namespace
 
+// [snippet:expand]
 void Rational::expandTheFreeList() {
   // `new` throws std::bad_alloc before anything changed, so a failed expansion leaves the pool as
   // it was.
@@ -43,6 +44,7 @@ void Rational::expandTheFreeList() {
     freeList = block;
   }
 }
+// [/snippet]
 
 bool Rational::deleteMemPool() noexcept {
   // A chunk can only go back whole. If a Rational is still alive its chunk is in use: give

@@ -33,6 +33,7 @@ class Rational {
 
   // Defined here, not in rational.cpp, so a `new Rational` is inlined to a pop: the size test
   // folds away at compile time and the fast path is a handful of instructions.
+  // [snippet:new-delete]
   static void* operator new(std::size_t size) {
     // A derived class with more members is bigger than our blocks: it must not get one.
     if (size != sizeof(Rational)) return ::operator new(size);
@@ -55,6 +56,7 @@ class Rational {
     head->next = freeList;
     freeList = head;
   }
+  // [/snippet]
 
   // The book's pair: pre-fill the list, and give the memory back to the global allocator.
   // deleteMemPool() releases everything once every Rational is deleted and returns true; while

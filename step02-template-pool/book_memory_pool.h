@@ -48,6 +48,7 @@ MemoryPool<T>::~MemoryPool() {
   }
 }
 
+// [snippet:book-v2]
 template <class T>
 inline void* MemoryPool<T>::alloc(std::size_t size) {
   if (size > kElementSize) throw std::bad_alloc();
@@ -76,4 +77,5 @@ void MemoryPool<T>::expandTheFreeList(int howMany) {
   }
 }
 
+// [/snippet]
 }  // namespace step02::book

@@ -154,6 +154,7 @@ class BlockPool {
 
   // The slow path: the next never-used block of the newest chunk, after a new chunk if needed.
   // The first chunk is also when the pool learns whether memcheck watches it.
+  // [snippet:carve-block]
   [[gnu::noinline]] void* CarveBlock(std::size_t bytes) {
     if (carve_ == carve_end_) Expand();
     void* p = carve_;
@@ -161,6 +162,7 @@ class BlockPool {
     carve_ += block_size_;
     return p;
   }
+  // [/snippet]
 
   void Expand() {
     if (next_chunk_blocks_ >
@@ -255,6 +257,7 @@ class MemoryPool {
     tracker_.Disown(storage_, sizeof(storage_));  // it may be stack memory: leave it clean
   }
 
+  // [snippet:fixed-alloc]
   void* alloc(std::size_t size = sizeof(T)) noexcept(!Checks::kHardened) {
     if (size > kBlockSize) return nullptr;
     const bool watched = tracker_.watched();
@@ -278,6 +281,7 @@ class MemoryPool {
     ++in_use_;
     return p;
   }
+  // [/snippet]
   void free(void* p) noexcept {
     if (p == nullptr) return;
     --in_use_;

@@ -37,6 +37,7 @@ class MutexLock {
 // pool it guards or with another lock: every waiter reads this line in a loop.
 class alignas(kCacheLine) SpinLock {
  public:
+  // [snippet:spin-lock]
   void lock() noexcept {
     // Test-and-set only when a plain load saw the lock free: waiters spin on their cached copy of
     // the line and do not steal it from the holder with writes.
@@ -57,6 +58,7 @@ class alignas(kCacheLine) SpinLock {
       }
     }
   }
+  // [/snippet]
   bool try_lock() noexcept {
     return !locked_.load(std::memory_order_relaxed) &&
            !locked_.exchange(true, std::memory_order_acquire);

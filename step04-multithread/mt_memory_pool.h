@@ -16,6 +16,7 @@
 
 namespace step04 {
 
+// [snippet:wrapper]
 template <class POOLTYPE, class LOCK>
 class MTMemoryPool {
  public:
@@ -46,5 +47,6 @@ class MTMemoryPool {
   LOCK theLock;
   POOLTYPE stPool;
 };
+// [/snippet]
 
 }  // namespace step04

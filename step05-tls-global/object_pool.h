@@ -56,6 +56,7 @@ inline constexpr bool kHardenedByDefault = false;
 // The tunables. Derive from this struct and redefine what you want to change:
 //   struct BigLists : step05::DefaultPoolTraits { static constexpr std::size_t kFreeSlotsSize =
 //   1024; }; step05::ObjectPool<Order, BigLists> orders;
+// [snippet:traits]
 struct DefaultPoolTraits {
   // Slots per Block: what a LocalPool carves without a lock. A thread holds at most one partly
   // carved Block, so this is also the most fresh memory one thread can sit on.
@@ -82,6 +83,7 @@ struct DefaultPoolTraits {
   }
   static void UnmapChunk(void* p, std::size_t bytes) noexcept { munmap(p, bytes); }
 };
+// [/snippet]
 
 // What a pool holds, for tests and for the curious.
 struct PoolStats {
@@ -543,6 +545,7 @@ class ObjectPool {
   // --- The interface of article 000 -------------------------------------------------------
 
   // Memory for one T, uninitialised; nullptr when the OS refuses more memory.
+  // [snippet:fast-path]
   void* Allocate() noexcept {
     LocalPool* local = Local();
     if (STEP05_LIKELY(local != nullptr)) {
@@ -566,6 +569,7 @@ class ObjectPool {
     tools::CloseSlot(slot, kSlotSize);
     local->recent_[local->recent_count_++] = slot;
   }
+  // [/snippet]
 
   // Placement new with perfect forwarding. Throws std::bad_alloc when out of memory; if the
   // constructor throws, the memory goes back to the pool before the exception goes on.

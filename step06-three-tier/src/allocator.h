@@ -109,6 +109,7 @@ TIERPOOL_ALWAYS_INLINE void* HandOut(void* ptr, std::size_t cl) {
 }
 
 // Takes `ptr`, the head of the thread's list of class `cl`, off that list.
+// [snippet:pop]
 TIERPOOL_ALWAYS_INLINE void* PopHead(ThreadCache* tc, std::size_t cl, void* ptr) {
   // The second moves up; the head's link names the new second, which is handed out two
   // allocations from now: ask for its line now, so its own link is there when it is read.
@@ -126,6 +127,7 @@ TIERPOOL_ALWAYS_INLINE void* AllocateClass(ThreadCache* tc, std::size_t cl) {
   if (TIERPOOL_LIKELY(ptr != nullptr)) return PopHead(tc, cl, ptr);
   return AllocateRefill(tc, cl);
 }
+// [/snippet]
 
 // How a small size finds its class: SizeToClass (the C++ API, operator new) or
 // MallocSizeToClass (malloc, and the operator new[] forms, which align as malloc does).
@@ -154,6 +156,7 @@ TIERPOOL_ALWAYS_INLINE void* TryAllocateCached(std::size_t size) {
 
 // A block of class `cl`, already checked and marked free, goes on the thread's list. The room
 // is checked before the push, so the shared empty cache (limit 0) is never written.
+// [snippet:push]
 TIERPOOL_ALWAYS_INLINE void PushChecked(ThreadCache* tc, void* ptr, std::size_t cl) {
   const std::int64_t room = tc->room(cl) - 1;
   if (TIERPOOL_LIKELY(room >= 0)) {
@@ -168,6 +171,7 @@ TIERPOOL_ALWAYS_INLINE void PushChecked(ThreadCache* tc, void* ptr, std::size_t 
   }
   PushFull(tc, ptr, cl);
 }
+// [/snippet]
 
 // A block of class `cl` comes back from the user.
 TIERPOOL_ALWAYS_INLINE void PushFree(ThreadCache* tc, void* ptr, std::size_t cl) {

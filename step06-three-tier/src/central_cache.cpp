@@ -37,6 +37,7 @@ void CentralFreeList::SetUpLocked() {
                                      std::memory_order_release);
 }
 
+// [snippet:remove-range]
 int CentralFreeList::RemoveRange(void** first, void** second, int n) {
   lock_.Lock();
   // Objects of a class come back only after some were taken: the set-up is needed here alone.
@@ -52,6 +53,7 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n) {
     lock_.Unlock();
     return n;
   }
+  // [/snippet]
   int got = FetchFromSpansLocked(first, second, n);
   while (got == 0) {
     // No span has objects left: get one from the page heap without holding our lock (the page
