@@ -43,6 +43,11 @@ The big-block workloads of step 06 (realloc-grow, calloc-sparse, release-64k, re
 tables of their own: the time of the whole pattern in ms, the memory figure each is about beside
 glibc's, and the block moves of the growth.
 
+The stress workloads of step 06 (larson, prodcons, false-share-active, false-share-passive,
+lifetimes, workset, huge, threads64) have tables of their own too: at every thread count the time
+per pair beside the best malloc peer's and the peak RSS beside the lowest malloc peer's, and
+plots with a panel for each.
+
 `--check` regenerates nothing and exits 1 if any block differs from what the CSV says now: the
 test that keeps chapters from quoting numbers nobody measured.
 """
@@ -208,6 +213,96 @@ def bigblock_kind(workload):
     return name if name in BIGBLOCK else None
 
 
+# The stress workloads (workload_stress.h): time and peak RSS side by side, each set against the
+# best of the malloc peers at the same thread count (the fastest time, the lowest peak RSS).
+STRESS = ["larson", "prodcons", "false-share-active", "false-share-passive", "lifetimes",
+          "workset", "huge", "threads64"]
+
+
+def stress_kind(workload):
+    """The workload's name without its step when it is a stress workload, else None."""
+    name = workload.split("/", 1)[-1]
+    return name if name in STRESS else None
+
+
+def stress_table(rows, workload, threads=None, only=None):
+    """Markdown for a stress workload: per thread count, the time per pair and its ratio to the
+    fastest malloc peer, the peak RSS and its ratio to the lowest malloc peer's."""
+    rows = [r for r in rows if r["workload"] == workload
+            and (not threads or int(r["threads"]) in threads)]
+    if not rows:
+        return f"*No results for `{workload}` yet: run `make bench`.*\n"
+    counts = sorted({int(r["threads"]) for r in rows})
+    cell = {(r["allocator"], int(r["threads"])): r for r in rows}
+    best_ns, lowest_rss = {}, {}
+    for t in counts:
+        peers = [cell[(p, t)] for p in PEERS if (p, t) in cell]
+        best_ns[t] = min((float(r["ns_per_pair"]) for r in peers), default=None)
+        lowest_rss[t] = min((int(r["peak_rss_kb"]) for r in peers), default=None)
+    shown = [r for r in rows if not only or r["allocator"] in only]
+    # Times of a tenth of a millisecond and more (huge) are given in ms.
+    in_ms = min(float(r["ns_per_pair"]) for r in rows) >= 1e5
+    unit = "ms" if in_ms else "ns"
+    allocators = sorted({r["allocator"] for r in shown},
+                        key=lambda a: float(cell[(a, counts[0])]["ns_per_pair"])
+                        if (a, counts[0]) in cell else float("inf"))
+    head = ["allocator"]
+    for t in counts:
+        head += [f"T={t} {unit}", "vs best", "peak RSS (MiB)", "vs lowest"]
+    out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for a in allocators:
+        cells = [a]
+        for t in counts:
+            r = cell.get((a, t))
+            if r is None:
+                cells += ["–"] * 4
+                continue
+            ns, rss = float(r["ns_per_pair"]), int(r["peak_rss_kb"])
+            cells += [fmt_ms(ns) if in_ms else fmt_ns(ns),
+                      f"{ns / best_ns[t]:.2f}×" if best_ns[t] else "–", mib(rss),
+                      f"{rss / lowest_rss[t]:.2f}×" if lowest_rss[t] else "–"]
+        out.append("| " + " | ".join(cells) + " |")
+    return (f"`{workload}`, {unit} per alloc+free pair and peak RSS; *vs best* is the time over "
+            f"the fastest malloc peer's ({', '.join(PEERS)}), *vs lowest* the peak RSS over the "
+            f"lowest of theirs, at the same thread count:\n\n" + "\n".join(out) + "\n")
+
+
+def plot_stress(plt, workload, group, colors):
+    """Two panels: time per pair and peak RSS; bars for one thread count, lines against the
+    thread count for several. A value axis is logarithmic where the rows span more than 10x."""
+    counts = sorted({int(r["threads"]) for r in group})
+    fig, panels = plt.subplots(1, 2, figsize=(11, 4.5))
+    figures = [("ns_per_pair", 1.0, "ns per alloc+free pair"),
+               ("peak_rss_kb", 1024.0, "peak RSS, MiB")]
+    for ax, (column, scale, label) in zip(panels, figures):
+        values = [float(r[column]) / scale for r in group]
+        spans_decades = min(values) > 0 and max(values) / min(values) > 10
+        if len(counts) == 1:
+            ordered = sorted(group, key=lambda r: float(r["ns_per_pair"]))
+            names = [r["allocator"] for r in ordered]
+            bars = [float(r[column]) / scale for r in ordered]
+            draw_bars(ax, names, bars, colors, label + " (lower is better)", fmt_ns)
+            continue
+        for allocator in sorted({r["allocator"] for r in group}):
+            pts = sorted((int(r["threads"]), float(r[column]) / scale) for r in group
+                         if r["allocator"] == allocator)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=allocator,
+                    **line_style(allocator, colors))
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(counts, [str(c) for c in counts])
+        if spans_decades:
+            ax.set_yscale("log")
+        ax.set_xlabel("threads (this machine has %s cores)" % machine_cores())
+        ax.set_ylabel(label + (" (log)" if spans_decades else ""))
+    if len(counts) > 1:
+        panels[0].legend(fontsize=7, ncol=2)
+    else:
+        panels[1].set_yticks(range(len(group)), [""] * len(group))
+    fig.suptitle(f"{workload} (lower is better)")
+    fig.tight_layout()
+    return fig
+
+
 def read_csv(path):
     if not path.exists():
         return []
@@ -286,6 +381,8 @@ def table(rows, workload, threads=None, only=None):
     """Markdown: rows = allocators (fastest first at the first thread count), columns = threads."""
     if bigblock_kind(workload):
         return bigblock_table(rows, workload, only)
+    if stress_kind(workload):
+        return stress_table(rows, workload, threads, only)
     rows = [r for r in rows if r["workload"] == workload]
     if threads:
         rows = [r for r in rows if int(r["threads"]) in threads]
@@ -635,6 +732,8 @@ def plot(rows):
         counts = sorted({int(r["threads"]) for r in group})
         if bigblock_kind(workload):
             fig = plot_bigblock(plt, workload, group, colors)
+        elif stress_kind(workload):
+            fig = plot_stress(plt, workload, group, colors)
         elif len(counts) == 1:
             fig = plot_bars(plt, workload, group, colors)
         else:
@@ -794,7 +893,8 @@ def write_index(rows, instr, plots):
              "the `baseline` row never reuses memory within a round, so its RSS is no floor. "
              "The big-block workloads of step 06 (`realloc-grow`, `calloc-sparse`, `release-64k`, "
              "`release-1m`) run one whole pattern once per process: their tables give its time in "
-             "ms and the memory figure each is about beside glibc's. See "
+             "ms and the memory figure each is about beside glibc's. The stress workloads of step 06 "
+             "set each row's time and peak RSS beside the best malloc peer's. See "
              "[../benchmarking.md](../benchmarking.md).\n",
              "In the plots, the book's own allocators (the steps' and `tierpool-preload`) are "
              "hatched bars and bold lines, the peers plain bars and dashed lines; an allocator "

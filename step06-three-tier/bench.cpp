@@ -1,8 +1,8 @@
 // Step 06 on the shared harness: the three-tier allocator on every workload where a general
 // malloc is judged (W1 rational, W2 shuffle64, W3 mt512, W4 sizes, W5 xthread, the large-block
 // workload, and the big-block patterns: realloc growth, a sparse calloc, memory given back after
-// a peak), beside glibc and every preloaded malloc, the in-process peers, and step 05's object
-// pool where a fixed-size pool fits (W2, W5).
+// a peak; and the stress patterns of workload_stress.h), beside glibc and every preloaded malloc,
+// the in-process peers, and step 05's object pool where a fixed-size pool fits (W2, W5).
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -12,6 +12,7 @@
 #include "tierpool_bench/peers.h"
 #include "tierpool_bench/workload_bigblock.h"
 #include "tierpool_bench/workload_large.h"
+#include "tierpool_bench/workload_stress.h"
 
 #if TIERPOOL_HAVE_STEP05
 #include "object_pool.h"
@@ -199,6 +200,10 @@ const bool registered = [] {
   Register<Release1mWorkload, TierpoolAllocator>(kName, 1);
   RegisterPeers<Release1mWorkload>({1}, kMallocPeers);
 
+  // The stress patterns of real programs (workload_stress.h): the malloc rows and step 06's.
+  RegisterStressWorkloads<TierpoolAllocator>(kName);
+  RegisterStressPeers();
+
 #if defined(TIERPOOL_SHARED_LIBRARY)
   constexpr const char* kShared = "step06-tierpool-shared";
   using Sized = TierpoolSharedAllocator<true>;
@@ -213,6 +218,7 @@ const bool registered = [] {
   Register<CallocSparseWorkload, Unsized>(kShared, 1);
   Register<Release64kWorkload, Unsized>(kShared, 1);
   Register<Release1mWorkload, Unsized>(kShared, 1);
+  RegisterStressWorkloads<Unsized>(kShared);
 #endif
 
 #if TIERPOOL_HAVE_STEP05
