@@ -99,6 +99,7 @@ Span* PageHeap::HandOutLocked(Span* span, std::size_t pages, SpanState state) {
   }
   // Set before the lock drops: a neighbour's Delete must never see this span as free.
   span->state = state;
+  if (!span->released) reused_pages_ += span->num_pages;
   span->zeroed = span->released;
   span->released = false;
   CountInUse(span->num_pages);
@@ -167,7 +168,13 @@ void PageHeap::ReleaseExpired() {
 std::uint64_t PageHeap::NextExpiryMs() {
   SpinLockHolder hold(lock_);
   if (lru_oldest_ == nullptr) return 0;
-  return lru_oldest_->free_since_ms + kReleaseDelayMs;
+  const std::uint64_t expiry = lru_oldest_->free_since_ms + kReleaseDelayMs;
+  // Kept for reuse: nothing is due before the estimate next halves.
+  if (free_backed_pages_.load(std::memory_order_relaxed) <= ReuseEstimateLocked()) {
+    const std::uint64_t decay = window_start_ms_ + kReleaseDelayMs;
+    return decay > expiry ? decay : expiry;
+  }
+  return expiry;
 }
 
 void PageHeap::Trim() {
@@ -175,6 +182,7 @@ void PageHeap::Trim() {
     SpinLockHolder hold(lock_);
     while (lru_oldest_ != nullptr && ReleaseSpanLocked(lru_oldest_)) {
     }
+    reuse_estimate_pages_ = reused_pages_ = 0;  // the program says it is done with its memory
     // Spans another thread (the release thread) is giving back right now are out of the lists:
     // the caller is promised they are gone when this returns, so wait for them.
     while (releasing_ > 0) {
@@ -186,46 +194,43 @@ void PageHeap::Trim() {
   UnmapFreeRegions();
 }
 
-// Smallest span that fits; among equal lengths, backed memory before released memory.
+// Backed memory first, released memory only when no backed span fits: a backed span costs no
+// page fault, and the part of it left over stays backed for the next request. (Smallest fit
+// over both kinds at once handed a 20 MiB request the released 20 MiB span beside a backed
+// 30 MiB one: 5000 page faults instead of none, for every block of a program that churns
+// blocks of several MiB.)
 Span* PageHeap::TakeBestFitLocked(std::size_t pages) {
-  if (pages <= kMaxExactPages) {
-    for (std::size_t word = pages / 64; word < std::size(nonempty_[0]); ++word) {
-      std::uint64_t bits = nonempty_[0][word] | nonempty_[1][word];
-      if (word == pages / 64) bits &= ~std::uint64_t{0} << (pages % 64);
-      if (bits == 0) continue;
-      const std::size_t length = word * 64 + static_cast<std::size_t>(__builtin_ctzll(bits));
-      Span* span = exact_[0][length].first();
-      if (span == nullptr) span = exact_[1][length].first();
-      RemoveLocked(span);
-      return span;
-    }
-  }
-  return TakeFromBinsLocked(pages);
+  if (Span* span = TakeFitLocked(pages, false)) return span;
+  return TakeFitLocked(pages, true);
 }
 
-// Past the exact lengths: the best fit among the first kBinScan spans of the request's own bin,
-// else the first span of the next bin that has one (all of them fit).
-Span* PageHeap::TakeFromBinsLocked(std::size_t pages) {
-  const int own = pages > kMaxExactPages ? BinOf(pages) : -1;
+// The smallest exact length that fits; past the exact lengths, the best fit among the first
+// kBinScan spans of the request's own bin, else the first span of the next bin that has one
+// (all of them fit).
+Span* PageHeap::TakeFitLocked(std::size_t pages, bool released) {
   Span* best = nullptr;
-  if (own >= 0) {
-    for (SpanList* list : {&bins_[0][own], &bins_[1][own]}) {
-      int looked = 0;
-      for (Span* s = list->first(); s != nullptr && looked < kBinScan; s = s->next, ++looked) {
-        if (s->num_pages >= pages && (best == nullptr || s->num_pages < best->num_pages)) best = s;
-      }
-      if (best != nullptr) break;  // backed before released
+  if (pages <= kMaxExactPages) {
+    for (std::size_t word = pages / 64; word < std::size(nonempty_[released]); ++word) {
+      std::uint64_t bits = nonempty_[released][word];
+      if (word == pages / 64) bits &= ~std::uint64_t{0} << (pages % 64);
+      if (bits == 0) continue;
+      best = exact_[released][word * 64 + static_cast<std::size_t>(__builtin_ctzll(bits))].first();
+      break;
+    }
+  }
+  const int own = pages > kMaxExactPages ? BinOf(pages) : -1;
+  if (best == nullptr && own >= 0) {
+    int looked = 0;
+    for (Span* s = bins_[released][own].first(); s != nullptr && looked < kBinScan;
+         s = s->next, ++looked) {
+      if (s->num_pages >= pages && (best == nullptr || s->num_pages < best->num_pages)) best = s;
     }
   }
   if (best == nullptr) {
     const std::uint64_t above = own + 1 >= 64 ? 0 : ~std::uint64_t{0} << (own + 1);
-    const std::uint64_t backed = bins_nonempty_[0] & above;
-    const std::uint64_t released = bins_nonempty_[1] & above;
-    if ((backed | released) == 0) return nullptr;
-    const int bin_backed = backed ? __builtin_ctzll(backed) : 64;
-    const int bin_released = released ? __builtin_ctzll(released) : 64;
-    best =
-        bin_backed <= bin_released ? bins_[0][bin_backed].first() : bins_[1][bin_released].first();
+    const std::uint64_t bins = bins_nonempty_[released] & above;
+    if (bins == 0) return nullptr;
+    best = bins_[released][__builtin_ctzll(bins)].first();
   }
   RemoveLocked(best);
   return best;
@@ -321,6 +326,12 @@ void PageHeap::ReleaseLocked(std::uint64_t now) {
   if (now - window_start_ms_ >= kReleaseDelayMs) {
     previous_window_peak_pages_ = window_peak_pages_;
     window_peak_pages_ = in_use_now;
+    // The estimate halves for every window that passed: a program that stopped reusing its
+    // free memory has it back within a few delays.
+    const std::uint64_t windows = (now - window_start_ms_) / kReleaseDelayMs;
+    const std::size_t decayed = windows < 64 ? reuse_estimate_pages_ >> windows : 0;
+    reuse_estimate_pages_ = reused_pages_ > decayed ? reused_pages_ : decayed;
+    reused_pages_ = 0;
     window_start_ms_ = now;
   }
   for (Span* oldest = lru_oldest_; oldest != nullptr; oldest = lru_oldest_) {
@@ -329,8 +340,11 @@ void PageHeap::ReleaseLocked(std::uint64_t now) {
     const std::size_t peak = window_peak_pages_ > previous_window_peak_pages_
                                  ? window_peak_pages_
                                  : previous_window_peak_pages_;
-    const bool over_slack = in_use + backed > peak + (kMaxBackedFreeSlack >> kPageShift);
-    if (!over_slack && now - oldest->free_since_ms < kReleaseDelayMs) break;
+    const std::size_t keep = ReuseEstimateLocked();
+    const std::size_t slack = kMaxBackedFreeSlack >> kPageShift;
+    const bool over_slack = in_use + backed > peak + (keep > slack ? keep : slack);
+    const bool expired = now - oldest->free_since_ms >= kReleaseDelayMs && backed > keep;
+    if (!over_slack && !expired) break;
     if (!ReleaseSpanLocked(oldest)) break;
   }
 }

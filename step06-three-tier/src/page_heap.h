@@ -105,7 +105,7 @@ class PageHeap {
 
   Span* NewLocked(std::size_t pages, SpanState state, std::size_t room);
   Span* TakeBestFitLocked(std::size_t pages);
-  Span* TakeFromBinsLocked(std::size_t pages);
+  Span* TakeFitLocked(std::size_t pages, bool released);
   Span* HandOutLocked(Span* span, std::size_t pages, SpanState state);
   void InsertLocked(Span* span);
   void RemoveLocked(Span* span);
@@ -152,6 +152,16 @@ class PageHeap {
   std::size_t previous_window_peak_pages_ = 0;
   std::uint64_t window_start_ms_ = 0;
   int releasing_ = 0;  // spans in kReleasing: being given back, with the lock dropped
+  // Reuse: pages handed out from backed free spans in the current window, and an estimate of
+  // what one window reuses (the busiest recent window, halved for every window since). Free
+  // memory up to the estimate stays backed past the delay: a program that frees and reallocates
+  // big blocks every few milliseconds (buffers, a request's arena) keeps them warm, while one
+  // that freed memory and no longer reuses it sees the estimate fall, and gets it released.
+  std::size_t reused_pages_ = 0;
+  std::size_t reuse_estimate_pages_ = 0;
+  std::size_t ReuseEstimateLocked() const {
+    return reused_pages_ > reuse_estimate_pages_ ? reused_pages_ : reuse_estimate_pages_;
+  }
 };
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS
