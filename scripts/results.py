@@ -225,6 +225,33 @@ def stress_kind(workload):
     return name if name in STRESS else None
 
 
+def stress_summary(rows, step, allocator):
+    """Markdown: one line per stress workload and thread count of `step`: the allocator's time
+    and peak RSS, each over the best malloc peer's (the fastest time, the lowest peak RSS), and
+    which peer that was."""
+    out = ["| workload | T | time vs best peer | best peer | peak RSS vs lowest | lowest peer |",
+           "|---|---:|---:|---|---:|---|"]
+    for name in STRESS:
+        workload = f"{step}/{name}"
+        cell = {(r["allocator"], int(r["threads"])): r for r in rows if r["workload"] == workload}
+        for t in sorted({t for _, t in cell}):
+            mine = cell.get((allocator, t))
+            peers = [cell[(p, t)] for p in PEERS if (p, t) in cell]
+            if mine is None or not peers:
+                continue
+            fast = min(peers, key=lambda r: float(r["ns_per_pair"]))
+            small = min(peers, key=lambda r: int(r["peak_rss_kb"]))
+            out.append(f"| `{name}` | {t} | "
+                       f"{float(mine['ns_per_pair']) / float(fast['ns_per_pair']):.2f}× | "
+                       f"{fast['allocator']} | "
+                       f"{int(mine['peak_rss_kb']) / int(small['peak_rss_kb']):.2f}× | "
+                       f"{small['allocator']} |")
+    if len(out) == 2:
+        return f"*No stress results for `{step}` yet: run `make bench`.*\n"
+    return (f"`{allocator}` on the stress workloads, each figure over the best of the malloc "
+            f"libraries ({', '.join(PEERS)}) at the same thread count:\n\n" + "\n".join(out) + "\n")
+
+
 def stress_table(rows, workload, threads=None, only=None):
     """Markdown for a stress workload: per thread count, the time per pair and its ratio to the
     fastest malloc peer, the peak RSS and its ratio to the lowest malloc peer's."""
@@ -540,6 +567,8 @@ def render(spec, rows, instr):
         threads = [int(t) for t in fields["threads"].split(",")] if "threads" in fields else None
         only = fields["only"].split(",") if "only" in fields else None
         return table(rows, fields["table"], threads, only)
+    if "stress-summary" in fields:
+        return stress_summary(rows, fields["stress-summary"], fields.get("allocator", ""))
     if "instructions" in fields:
         only = fields["only"].split(",") if "only" in fields else None
         return instruction_table(instr, fields["instructions"], only)
