@@ -45,9 +45,10 @@ class alignas(64) CentralFreeList {
   static void Attach(PageHeap* page_heap, PageMap* page_map, CentralFreeList* all,
                      Batch (*slots)[kMaxTransferSlots]);
 
-  // Up to `n` objects as a chain starting *first, *second (*second null for one object).
-  // Returns how many (0 only when the OS refuses memory).
-  int RemoveRange(void** first, void** second, int n);
+  // Up to `n` objects as a chain starting *first, *second (*second null for one object); with
+  // `whole_batch`, a parked batch whole when there is one (more than `n` if n < batch). Returns
+  // how many (0 only when the OS refuses memory).
+  int RemoveRange(void** first, void** second, int n, bool whole_batch = false);
   // Takes back a chain of `n` objects starting first, second.
   void InsertRange(void* first, void* second, int n);
   // Whether the list of class `cl` was ever used: the drains skip the others, which nothing

@@ -55,8 +55,10 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   if (want == 0) want = 1;
   void* first;
   void* second;
-  const int got = G().central[cl].RemoveRange(&first, &second, static_cast<int>(want));
+  const int got = G().central[cl].RemoveRange(&first, &second, static_cast<int>(want),
+                                              /*whole_batch=*/true);
   if (got == 0) return nullptr;
+  if (static_cast<std::uint32_t>(got) > max_lengths_[cl]) SetMaxLength(cl, got);  // a whole batch
   // Hand out the first object, keep the rest (the list was empty): the chain's second object
   // becomes the head, and the first's link (its third, or null) the new second.
   if (second != nullptr) {
