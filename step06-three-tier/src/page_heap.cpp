@@ -169,10 +169,10 @@ std::uint64_t PageHeap::NextExpiryMs() {
   SpinLockHolder hold(lock_);
   if (lru_oldest_ == nullptr) return 0;
   const std::uint64_t expiry = lru_oldest_->free_since_ms + kReleaseDelayMs;
-  // Kept for reuse: nothing is due before the estimate next halves.
+  // Kept for reuse: nothing is due before the reuse window ends.
   if (free_backed_pages_.load(std::memory_order_relaxed) <= ReuseEstimateLocked()) {
-    const std::uint64_t decay = window_start_ms_ + kReleaseDelayMs;
-    return decay > expiry ? decay : expiry;
+    const std::uint64_t end = reuse_window_start_ms_ + kReuseWindowMs;
+    return end > expiry ? end : expiry;
   }
   return expiry;
 }
@@ -182,7 +182,7 @@ void PageHeap::Trim() {
     SpinLockHolder hold(lock_);
     while (lru_oldest_ != nullptr && ReleaseSpanLocked(lru_oldest_)) {
     }
-    reuse_estimate_pages_ = reused_pages_ = 0;  // the program says it is done with its memory
+    previous_reused_pages_ = reused_pages_ = 0;  // the program says it is done with its memory
     // Spans another thread (the release thread) is giving back right now are out of the lists:
     // the caller is promised they are gone when this returns, so wait for them.
     while (releasing_ > 0) {
@@ -326,13 +326,13 @@ void PageHeap::ReleaseLocked(std::uint64_t now) {
   if (now - window_start_ms_ >= kReleaseDelayMs) {
     previous_window_peak_pages_ = window_peak_pages_;
     window_peak_pages_ = in_use_now;
-    // The estimate halves for every window that passed: a program that stopped reusing its
-    // free memory has it back within a few delays.
-    const std::uint64_t windows = (now - window_start_ms_) / kReleaseDelayMs;
-    const std::size_t decayed = windows < 64 ? reuse_estimate_pages_ >> windows : 0;
-    reuse_estimate_pages_ = reused_pages_ > decayed ? reused_pages_ : decayed;
-    reused_pages_ = 0;
     window_start_ms_ = now;
+  }
+  if (now - reuse_window_start_ms_ >= kReuseWindowMs) {
+    // A program that stopped reusing its free memory has it back within two reuse windows.
+    previous_reused_pages_ = now - reuse_window_start_ms_ < 2 * kReuseWindowMs ? reused_pages_ : 0;
+    reused_pages_ = 0;
+    reuse_window_start_ms_ = now;
   }
   for (Span* oldest = lru_oldest_; oldest != nullptr; oldest = lru_oldest_) {
     const std::size_t backed = free_backed_pages_.load(std::memory_order_relaxed);

@@ -152,15 +152,17 @@ class PageHeap {
   std::size_t previous_window_peak_pages_ = 0;
   std::uint64_t window_start_ms_ = 0;
   int releasing_ = 0;  // spans in kReleasing: being given back, with the lock dropped
-  // Reuse: pages handed out from backed free spans in the current window, and an estimate of
-  // what one window reuses (the busiest recent window, halved for every window since). Free
-  // memory up to the estimate stays backed past the delay: a program that frees and reallocates
-  // big blocks every few milliseconds (buffers, a request's arena) keeps them warm, while one
-  // that freed memory and no longer reuses it sees the estimate fall, and gets it released.
+  // Reuse: pages handed out from backed free spans in the current reuse window and in the one
+  // before. Free memory up to the larger of the two stays backed past the release delay: a
+  // program that frees and reallocates big blocks (buffers, a request's arena) keeps them warm
+  // even when it is slowed down (a loaded machine stretches its steps over several delays),
+  // while one that stopped reusing has the estimate fall to zero within two windows.
+  static constexpr std::uint64_t kReuseWindowMs = 10 * kReleaseDelayMs;
   std::size_t reused_pages_ = 0;
-  std::size_t reuse_estimate_pages_ = 0;
+  std::size_t previous_reused_pages_ = 0;
+  std::uint64_t reuse_window_start_ms_ = 0;
   std::size_t ReuseEstimateLocked() const {
-    return reused_pages_ > reuse_estimate_pages_ ? reused_pages_ : reuse_estimate_pages_;
+    return reused_pages_ > previous_reused_pages_ ? reused_pages_ : previous_reused_pages_;
   }
 };
 
