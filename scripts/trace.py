@@ -105,7 +105,8 @@ def build_recorder():
 
 
 def record(args):
-    recorder = Path(args.recorder) if args.recorder else build_recorder()
+    recorder = args.recorder or os.environ.get("TIERPOOL_TRACE_RECORDER")
+    recorder = Path(recorder) if recorder else build_recorder()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -163,7 +164,8 @@ def main():
     rec.add_argument("name", help="the trace's name (letters, digits, -)")
     rec.add_argument("program", help="the command line, run with sh -c")
     rec.add_argument("--out", default=str(ROOT / "common" / "traces"))
-    rec.add_argument("--recorder", help="libtierpool_trace.so (default: the release build's)")
+    rec.add_argument("--recorder", help="libtierpool_trace.so (default: $TIERPOOL_TRACE_RECORDER, "
+                     "else the release build's)")
     rec.add_argument("--cwd", default=str(ROOT), help="directory to run the program in")
     rec.add_argument("--any-status", action="store_true", help="keep it even if it fails")
     inf = sub.add_parser("info", help="the counts of a trace")

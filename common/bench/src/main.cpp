@@ -120,7 +120,13 @@ int RunCount(std::string_view name, int rounds) {
     RunOptions options;
     options.rounds = rounds;
     RunResult result = entry.open()(options);
+    if (!result.skipped.empty()) {
+      std::printf("skipped: %s\n", result.skipped.c_str());
+      return 0;
+    }
     std::printf("pairs %llu\n", static_cast<unsigned long long>(result.pairs));
+    for (const auto& [counter, value] : result.counters)
+      std::printf("%s %.17g\n", counter.c_str(), value);
     return 0;
   }
   std::fprintf(stderr, "no benchmark named %.*s\n", int(name.size()), name.data());
