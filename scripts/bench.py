@@ -270,7 +270,7 @@ def measure_step(build_dir, step, args, notes):
               f"{rss_kb / 1024:7.1f} MiB{describe_extra(result)}  "
               f"({time.monotonic() - t0:.1f}s, {elapsed:.0f}s so far)", flush=True)
     set_glibc_ratios(rows)
-    trace_results.merge(trace_rows, trace_curves)
+    trace_results.merge(trace_rows, trace_curves, write_csv)
     (RESULTS / "raw").mkdir(parents=True, exist_ok=True)
     raw_path = RESULTS / "raw" / f"{step}.json"
     if args.filter and raw_path.exists():

@@ -242,7 +242,7 @@ def headline_table(rows):
 
 def render(spec, rows, instr):
     fields = dict(kv.split("=", 1) for kv in spec.split() if "=" in kv)
-    if spec.strip() == "traces" or "trace" in fields:
+    if spec.split()[0] == "traces" or "trace" in fields:
         return trace_results.render(fields, spec)
     if spec.strip() == "headline":
         return headline_table(rows)

@@ -30,8 +30,9 @@ OPS = {3: "malloc", 4: "calloc", 5: "new", 6: "new[]", 7: "memalign", 8: "posix_
 THREAD, TIME, END = 1, 2, 31
 
 
-def read_trace(path):
-    """The counts of a trace, decoded here independently of the C++ reader."""
+def read_trace(path, stop_at=None):
+    """The counts of a trace, decoded here independently of the C++ reader. With stop_at, only its
+    first stop_at operations, and info["live_by_size"]: request size -> bytes live after them."""
     data = Path(path).read_bytes()
     if data[:6] == b"\xfd7zXZ\x00":
         data = lzma.decompress(data)
@@ -55,7 +56,8 @@ def read_trace(path):
             "threads": set(), "calls": {}, "peak_live_bytes": 0, "ms": 0, "end": None}
     pos += n
     sizes, live, thread = [], 0, 0
-    while pos < len(data):
+    by_size = {}
+    while pos < len(data) and (stop_at is None or info["ops"] < stop_at):
         op = data[pos]
         pos += 1
         if op == THREAD:
@@ -69,23 +71,33 @@ def read_trace(path):
             info["calls"][OPS[op]] = info["calls"].get(OPS[op], 0) + 1
             info["threads"].add(thread)
             info["ops"] += 1
+            gone = None
             if op in (16, 17, 18):
-                live -= sizes[len(sizes) - varint()]
-                continue
-            if op == 20:
+                gone = sizes[len(sizes) - varint()]
+            elif op == 20:
                 back = varint()
-                if back:
-                    live -= sizes[len(sizes) - back]
+                gone = sizes[len(sizes) - back] if back else None
+            if gone is not None:
+                live -= gone
+                by_size[gone] -= gone
+            if op in (16, 17, 18):
+                continue
             size = varint()
             if 7 <= op <= 13:
                 pos += 1  # log2 of the alignment
             sizes.append(size)
             live += size
-            info["peak_live_bytes"] = max(info["peak_live_bytes"], live)
+            by_size[size] = by_size.get(size, 0) + size
+            if live > info["peak_live_bytes"]:
+                info["peak_live_bytes"], info["peak_at"] = live, info["ops"]
         else:
             raise SystemExit(f"{path}: unknown record {op} at byte {pos - 1}")
     info["blocks"] = len(sizes)
+    info["block_sizes"] = sizes
     info["threads"] = len(info["threads"])
+    if stop_at is not None:
+        info["live_by_size"] = by_size
+        return info
     if info["end"] is None:
         raise SystemExit(f"{path}: no end record (the recording was cut short)")
     if info["end"][0] != info["ops"] or info["end"][1] != info["blocks"]:
@@ -153,6 +165,26 @@ def show(args):
               "failed_calls"):
         print(f"{k}: {info[k]}")
     print("calls: " + ", ".join(f"{k} {v}" for k, v in sorted(info["calls"].items())))
+    # How many blocks of each size band; what the live bytes are made of at their peak, by size
+    # band, and the five sizes that hold the most.
+    bands = [(128, "<=128 B"), (1024, "<=1 KiB"), (8192, "<=8 KiB"), (65536, "<=64 KiB"),
+             (262144, "<=256 KiB"), (float("inf"), ">256 KiB")]
+    counts = {}
+    for size in info["block_sizes"]:
+        label = next(label for limit, label in bands if size <= limit)
+        counts[label] = counts.get(label, 0) + 1
+    print("blocks by request size: " + ", ".join(
+        f"{label} {counts[label]}" for _, label in bands if counts.get(label)))
+    at_peak = read_trace(args.file, stop_at=info.get("peak_at", 0))["live_by_size"]
+    totals = {}
+    for size, live in at_peak.items():
+        label = next(label for limit, label in bands if size <= limit)
+        totals[label] = totals.get(label, 0) + live
+    print("live at peak by request size: " + ", ".join(
+        f"{label} {totals[label] // 1024} KiB" for _, label in bands if totals.get(label)))
+    top = sorted(at_peak.items(), key=lambda kv: -kv[1])[:5]
+    print("largest shares at peak: " + ", ".join(f"{size} B x {live // max(size, 1)}"
+                                                  for size, live in top))
     return 0
 
 

@@ -11,6 +11,7 @@ A row whose allocator cannot replay the trace (workload_trace.h: CannotServe) ha
 
 Generated blocks (scripts/results.py):
   <!-- results traces -->                          every trace: utilisation and time side by side
+  <!-- results traces only=a,b -->                 the same, those allocators only
   <!-- results trace=git-log -->                   one trace's table
   <!-- results trace=git-log only=a,b -->          the same, those allocators only
 """
@@ -25,9 +26,10 @@ FIELDS = ["trace", "allocator", "threads", "ops", "ns_per_op", "held_peak_kb", "
           "utilisation_pct", "peak_rss_kb", "skipped"]
 CURVE_FIELDS = ["trace", "allocator", "ops", "ms", "live_kb", "held_kb"]
 # The column order of the side-by-side tables: the steps, the peers, the harness.
-ORDER = ["step06-tierpool", "tierpool-preload", "step03-sizeclass", "glibc", "jemalloc",
+ORDER = ["step06-tierpool", "tierpool-preload", "step06-tierpool-release", "step03-sizeclass", "glibc", "jemalloc",
          "tcmalloc", "mimalloc", "tbbmalloc", "baseline"]
-NOTES = {"baseline": "the harness alone: its memory is a ring it never frees, not a score"}
+# "vs best" in the tables: a row's utilisation over the best of the malloc libraries'.
+PEERS = ["glibc", "jemalloc", "tcmalloc", "mimalloc", "tbbmalloc"]
 
 
 class Skipped(Exception):
@@ -90,22 +92,18 @@ def read(path):
         return list(csv.DictReader(f))
 
 
-def merge(rows, curves):
-    """Writes the rows measured now over the old ones with the same (trace, allocator)."""
+def merge(rows, curves, write_csv):
+    """Writes the rows measured now over the old ones with the same (trace, allocator), with
+    bench.py's write_csv(path, fields, rows)."""
     if not rows:
         return
     ran = {(r["trace"], r["allocator"]) for r in rows}
     keep = [r for r in read(TRACES_CSV) if (r["trace"], r["allocator"]) not in ran]
     keep_curves = [r for r in read(CURVES_CSV) if (r["trace"], r["allocator"]) not in ran]
-    RESULTS.mkdir(parents=True, exist_ok=True)
     for path, fields, data in ((TRACES_CSV, FIELDS, keep + rows),
                                (CURVES_CSV, CURVE_FIELDS, keep_curves + curves)):
         data.sort(key=lambda r: (r["trace"], order_key(r["allocator"])))
-        with path.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
-            w.writeheader()
-            for r in data:
-                w.writerow({k: r[k] for k in fields})
+        write_csv(path, fields, data)
 
 
 def order_key(allocator):
@@ -132,7 +130,7 @@ def trace_table(rows, name, only=None):
     if not rows:
         return f"*No results for `trace-{name}` yet: run `make bench STEP=step06-three-tier`.*\n"
     measured = [r for r in rows if not r["skipped"]]
-    best = max((float(r["utilisation_pct"]) for r in measured if r["allocator"] != "baseline"),
+    best = max((float(r["utilisation_pct"]) for r in measured if r["allocator"] in PEERS),
                default=0)
     glibc = next((float(r["ns_per_op"]) for r in measured if r["allocator"] == "glibc"), None)
     out = ["| allocator | ns per op | vs glibc | held at peak (MiB) | utilisation | "
@@ -144,6 +142,7 @@ def trace_table(rows, name, only=None):
         util = float(r["utilisation_pct"])
         ratio = f"{float(r['ns_per_op']) / glibc:.2f}×" if glibc else "–"
         vs_best = f"{util / best:.2f}" if best and r["allocator"] != "baseline" else "–"
+
         ns = float(r["ns_per_op"])
         out.append(f"| {r['allocator']} | {ns:.1f} | {ratio} | {mib(r['held_peak_kb'])} | "
                    f"{util:.0f} % | {vs_best} | {mib(r['peak_rss_kb'])} |")
@@ -154,12 +153,15 @@ def trace_table(rows, name, only=None):
             f"{first['ops'] or note.get('ops', '?')} operations, "
             f"{first['threads']} thread{'s' if str(first['threads']) != '1' else ''}, "
             f"peak of live bytes {live} MiB. Utilisation = that peak over the memory held at "
-            f"peak (resident set above the replay's start):\n\n")
+            f"peak (resident set above the replay's start); vs best = over the best malloc "
+            f"library's:\n\n")
     return head + "\n".join(out) + "\n"
 
 
-def summary_table(rows):
+def summary_table(rows, only=None):
     """One row per trace, one column per allocator: utilisation, and ns per op."""
+    if only:
+        rows = [r for r in rows if r["allocator"] in only]
     traces = sorted({r["trace"] for r in rows})
     if not traces:
         return "*No trace results yet: run `make bench STEP=step06-three-tier`.*\n"
@@ -186,9 +188,9 @@ def summary_table(rows):
 
 def render(spec_fields, spec):
     rows = read(TRACES_CSV)
-    if spec.strip() == "traces":
-        return summary_table(rows)
     only = spec_fields["only"].split(",") if "only" in spec_fields else None
+    if spec.split()[0] == "traces":
+        return summary_table(rows, only)
     return trace_table(rows, spec_fields["trace"], only)
 
 

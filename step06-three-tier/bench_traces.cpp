@@ -27,6 +27,18 @@ struct TierpoolTraceAllocator {
   }
 };
 
+// The same, giving every free byte back to the OS after every 1024th free
+// (tierpool_release_free_memory: the thread's cache, the central lists, every free page). Slower
+// by design: its row says how much of step 06's memory at peak was free memory not yet given back
+// (the release clock, the caches) and how much is rounding and partly used spans.
+struct TierpoolReleasingAllocator : TierpoolTraceAllocator {
+  unsigned frees = 0;
+  void Deallocate(void* p, std::size_t) {
+    tierpool::ConcurrentFree(p);
+    if (++frees % 1024 == 0) tierpool_release_free_memory();
+  }
+};
+
 #if TIERPOOL_HAVE_STEP03
 // Step 03's size-class pool: one thread, no realloc (the replay allocates, copies and frees, as a
 // program on this pool would), alignments up to 4096 bytes.
@@ -44,6 +56,7 @@ struct Step03TraceAllocator {
 const bool registered = [] {
   using namespace tierpool::bench;
   RegisterTraces<TierpoolTraceAllocator>("step06-tierpool");
+  RegisterTraces<TierpoolReleasingAllocator>("step06-tierpool-release");
 #if TIERPOOL_HAVE_STEP03
   RegisterTraces<Step03TraceAllocator>("step03-sizeclass");
 #endif
