@@ -385,14 +385,15 @@ RunResult ReplayTrace(A& alloc, const std::string& path, const RunOptions& optio
   TraceCheck check;
   std::uint64_t wall = 0;
   std::uint64_t before = 0, held_peak = 0;
+  bool peak_reset = false;  // without /proc/self/clear_refs, the samples' maximum is the peak
   for (int r = 0; r < rounds; ++r) {
     if (r == 0) {
       before = rss.KiB();
-      if (!ResetPeak()) before = 0;
+      peak_reset = ResetPeak();
     }
     wall += ReplayOnce(alloc, *trace, slots.data(), check, samples.data(), rss);
     if (r == 0) {
-      std::uint64_t peak = before ? PeakKiB() : 0;
+      std::uint64_t peak = peak_reset ? PeakKiB() : 0;
       for (std::size_t i = 0; i < trace->points.size(); ++i)
         peak = std::max(peak, samples[i].rss_kib);
       held_peak = peak > before ? peak - before : 0;
