@@ -9,6 +9,9 @@
 #   make perf STEP=step01-rational-freelist [FILTER=regex]   perf record + report
 #   make perf-diff A=step01-rational-freelist B=step02-template-pool
 #   make results                          regenerate tables and plots from the last CSV
+#   make trace PROG="python3 x.py" NAME=x  record a program's allocations as common/traces/x.tptrace.xz
+#                                         (replayed by step 06's benchmark; docs/traces.md;
+#                                         OUT=dir writes it elsewhere)
 #   make install [PREFIX=/usr/local]      step06's libtierpool (.so, .a), header, CMake package,
 #                                         pkg-config file: builds only those, in build/install
 #                                         (no tests, no benchmarks, no package installs)
@@ -22,12 +25,15 @@ MIN_TIME ?= 0.2
 A ?=
 B ?=
 PREFIX ?= /usr/local
+PROG ?=
+NAME ?= trace
+OUT ?=
 # Debian's python3 (matplotlib comes from Debian's python3-matplotlib).
 PYTHON := $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 JOBS ?= $(shell nproc)
 
 .PHONY: help deps-build deps-test deps-bench release bench results test perf perf-diff install \
-        format clean
+        format clean trace
 
 help:
 	@sed '/^SHELL/,$$d' Makefile | sed 's/^# \{0,1\}//'
@@ -59,6 +65,11 @@ perf: deps-bench release
 
 perf-diff: deps-bench release
 	@scripts/perf.sh diff "$(A)" "$(B)"
+
+# PROG reaches the script through the environment, quotes and all.
+trace: deps-build
+	@test -n "$$PROG" || { echo 'usage: make trace PROG="program args" [NAME=name]'; exit 2; }
+	@$(PYTHON) scripts/trace.py record "$$NAME" "$$PROG" $(if $(OUT),--out '$(OUT)')
 
 install:
 	@scripts/install.sh "$(PREFIX)" $(JOBS)

@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import trace_results
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
 RESULTS_CSV = RESULTS / "results.csv"
@@ -122,6 +124,8 @@ def run_entry(binary, name, repetitions, min_time, preload):
         env["LD_PRELOAD"] = preload
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
         out_path = out.name
+    if trace_results.is_trace(parse_name(name)[0]):
+        env["TIERPOOL_TRACE_CURVE"] = out_path + ".curve.csv"
     cmd = [str(binary), f"--benchmark_filter=^{regex_escape(name)}{GBENCH_SUFFIX}$",
            f"--benchmark_repetitions={repetitions}", f"--benchmark_min_time={min_time}",
            "--benchmark_format=json", f"--benchmark_out={out_path}",
@@ -135,6 +139,10 @@ def run_entry(binary, name, repetitions, min_time, preload):
         raise RuntimeError(f"{name} exited {proc.returncode}: {stderr.strip()[-500:]}")
     data = json.loads(Path(out_path).read_text())
     os.unlink(out_path)
+    if trace_results.skipped_reason(data) is not None:
+        raise trace_results.Skipped(trace_results.skipped_reason(data))
+    if "TIERPOOL_TRACE_CURVE" in env:  # a trace's memory curve, handed on beside the JSON
+        data["tierpool_curve"] = trace_results.take_curve(env["TIERPOOL_TRACE_CURVE"])
     samples = [b["ns_per_pair"] for b in data["benchmarks"]
                if b.get("run_type") == "iteration" and "ns_per_pair" in b]
     if not samples:
@@ -225,6 +233,7 @@ def measure_step(build_dir, step, args, notes):
         else:
             plan.append((name, allocator, None))
     rows, raw = [], []
+    trace_rows, trace_curves = [], []
     ran = set()
     started = time.monotonic()
     for i, (name, row, preload) in enumerate(plan, 1):
@@ -235,6 +244,11 @@ def measure_step(build_dir, step, args, notes):
                                                           args.min_time, preload)
             if parse_name(name)[1] == "malloc":
                 check_provider(row, preload, provider)
+        except trace_results.Skipped as e:
+            notes.append(f"skipped {row} on {workload}: {e}")
+            print(f"[{i}/{len(plan)}] {step} {name} as {row}: skipped ({e})", flush=True)
+            trace_rows.append(trace_results.skipped_row(workload, row, threads, str(e)))
+            continue
         except RuntimeError as e:
             notes.append(f"FAILED {step} {name} as {row}: {e}")
             print(f"[{i}/{len(plan)}] {step} {name} as {row}: FAILED ({e})", flush=True)
@@ -246,11 +260,17 @@ def measure_step(build_dir, step, args, notes):
                   "threads": threads, "ns_per_pair": f"{ns:.3f}", "peak_rss_kb": rss_kb,
                   "ratio_vs_glibc": "", **{k: "" for k in OPTIONAL_FIELDS}, **extra}
         rows.append(result)
+        if trace_results.is_trace(workload):
+            trace_row, curve = trace_results.row_from_run(workload, row, threads, data,
+                                                          data.pop("tierpool_curve", None))
+            trace_rows.append(trace_row)
+            trace_curves += curve
         elapsed = time.monotonic() - started
         print(f"[{i}/{len(plan)}] {step} {workload} T={threads} {row:<18} {ns:9.2f} ns/pair "
               f"{rss_kb / 1024:7.1f} MiB{describe_extra(result)}  "
               f"({time.monotonic() - t0:.1f}s, {elapsed:.0f}s so far)", flush=True)
     set_glibc_ratios(rows)
+    trace_results.merge(trace_rows, trace_curves, write_csv)
     (RESULTS / "raw").mkdir(parents=True, exist_ok=True)
     raw_path = RESULTS / "raw" / f"{step}.json"
     if args.filter and raw_path.exists():

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tierpool needs that are missing. As root (or with passwordless sudo)
 # it runs apt-get; otherwise it prints the one install line and carries on with what is there.
-#   scripts/install-deps.sh build   compilers' companions: GoogleTest, Google Benchmark, Boost
+#   scripts/install-deps.sh build   compilers' companions: GoogleTest, Google Benchmark, Boost,
+#                                   liblzma (the recorded traces are xz-compressed)
 #   scripts/install-deps.sh test    + valgrind and the peer allocators (the preload tests use them),
 #                                   clang and its libFuzzer runtime (the fuzz stage)
 #   scripts/install-deps.sh bench   + the peers, perf and matplotlib
 set -euo pipefail
 what=${1:-bench}
 
-packages=(cmake g++ make pkg-config libgtest-dev libbenchmark-dev libboost-dev)
+packages=(cmake g++ make pkg-config libgtest-dev libbenchmark-dev libboost-dev liblzma-dev)
 case "$what" in
   test)  packages+=(valgrind python3 git libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
                     libtbb-dev clang libclang-rt-14-dev) ;;

@@ -24,6 +24,9 @@ value `<!--/v-->`, KIND one of
     instr    A's instructions per pair (callgrind); instr-only: minus the baseline
     ms       A's time for the whole pattern, in ms (the big-block workloads)
     rss-end  A's resident set at the end of the run, in MiB (release-64k, release-1m)
+    util     A's utilisation on a trace, in % (<!--v util trace-git-log step06-tierpool-->);
+    held     A's memory held at a trace's peak, in MiB; nsop: A's ns per op on a trace
+             (traces.csv; WORKLOAD is trace-<name>)
 T is the thread count (1 if left out).
 
 A comparison in a sentence is rendered the same way, so that the words change when the data does:
@@ -38,6 +41,7 @@ spread of the malloc libraries: every step's run measures them again, so each li
 each workload is measured several times, minutes or hours apart; LEVEL is the median, over those
 rows, of the largest time over the smallest (level_tolerance()). A rendered comparison that
 changes is named when `make results` rewrites it, and fails `--check` like a number.
+The recorded traces (docs/traces.md) have blocks of their own: scripts/trace_results.py.
 
 The big-block workloads of step 06 (realloc-grow, calloc-sparse, release-64k, release-1m) have
 tables of their own: the time of the whole pattern in ms, the memory figure each is about beside
@@ -58,6 +62,8 @@ import re
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+import trace_results
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
@@ -559,6 +565,8 @@ def final_table(rows):
 
 def render(spec, rows, instr):
     fields = dict(kv.split("=", 1) for kv in spec.split() if "=" in kv)
+    if spec.split()[0] == "traces" or "trace" in fields:
+        return trace_results.render(fields, spec)
     if spec.strip() == "headline":
         return headline_table(rows)
     if spec.strip() == "final":
@@ -679,6 +687,8 @@ def inline_value(spec, rows, instr, missing):
     if spec.strip() == "level":
         return f"{level_tolerance(rows):.2f}×"
     kind, workload, *names = spec.split()
+    if kind in trace_results.INLINE_KINDS:
+        return trace_results.inline_value(kind, workload, names[0], missing)
     if kind == "cmp-threads":
         return compare_threads(rows, workload, names[0], names[1], level_tolerance(rows), missing)
     workload, _, threads = workload.partition("@")
@@ -756,8 +766,10 @@ def plot(rows):
     import matplotlib.pyplot as plt
 
     colors = colors_for(rows)
-    written = []
+    written = trace_results.plot_curves(plt)
     for workload, group in sorted(by_workload(rows).items()):
+        if trace_results.is_trace(workload):
+            continue  # its own plots: memory over the trace (trace_results.py)
         counts = sorted({int(r["threads"]) for r in group})
         if bigblock_kind(workload):
             fig = plot_bigblock(plt, workload, group, colors)
@@ -933,11 +945,14 @@ def write_index(rows, instr, plots):
              "![the final allocator beside the malloc libraries](final.png)\n",
              "<!-- results final -->\n<!-- /results -->\n"]
     for workload in sorted(by_workload(rows)):
+        if trace_results.is_trace(workload):
+            continue  # in the traces' section below
         parts.append(f"## {workload}\n")
         png = workload.replace("/", "_") + ".png"
         if png in plots:
             parts.append(f"![{workload}]({png})\n")
         parts.append(f"<!-- results table={workload} -->\n<!-- /results -->\n")
+    parts += trace_results.index_section()
     if instr:
         parts.append("## Instructions per pair (callgrind)\n")
         for workload in sorted({r["workload"] for r in instr}):

@@ -67,6 +67,10 @@ void RunGoogleBenchmark(int argc, char** argv) {
           std::vector<std::pair<std::string, double>> counters;
           for (auto _ : state) {
             RunResult result = session(RunOptions{});
+            if (!result.skipped.empty()) {
+              state.SkipWithError(("skipped: " + result.skipped).c_str());
+              break;
+            }
             state.SetIterationTime(double(result.wall_ns) * 1e-9);
             pairs += result.pairs;
             wall_ns += result.wall_ns;
@@ -95,6 +99,10 @@ int RunSmoke() {
     RunOptions options;
     options.smoke = true;
     RunResult result = entry.open()(options);
+    if (!result.skipped.empty()) {
+      std::printf("smoke %-45s skipped: %s\n", entry.Name().c_str(), result.skipped.c_str());
+      continue;
+    }
     std::printf("smoke %-45s %10llu pairs\n", entry.Name().c_str(),
                 static_cast<unsigned long long>(result.pairs));
     if (result.pairs == 0) {
@@ -112,7 +120,13 @@ int RunCount(std::string_view name, int rounds) {
     RunOptions options;
     options.rounds = rounds;
     RunResult result = entry.open()(options);
+    if (!result.skipped.empty()) {
+      std::printf("skipped: %s\n", result.skipped.c_str());
+      return 0;
+    }
     std::printf("pairs %llu\n", static_cast<unsigned long long>(result.pairs));
+    for (const auto& [counter, value] : result.counters)
+      std::printf("%s %.17g\n", counter.c_str(), value);
     return 0;
   }
   std::fprintf(stderr, "no benchmark named %.*s\n", int(name.size()), name.data());

@@ -39,6 +39,9 @@ struct RunResult {
   // a block moved): main.cpp reports each as a Google Benchmark counter of that name, with the
   // value of the entry's last iteration.
   std::vector<std::pair<std::string, double>> counters;
+  // Not empty: the allocator cannot run this workload (it lacks a call the workload needs), and
+  // this says why. The run did nothing; the runner reports the entry as skipped with this note.
+  std::string skipped;
 };
 
 // An open benchmark: it owns the allocator under test for as long as the benchmark runs.
