@@ -43,9 +43,8 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_
   // Objects of a class come back only after some were taken: the set-up is needed here alone.
   if (TIERPOOL_UNLIKELY(object_size_ == 0)) SetUpLocked();
   // A parked batch goes out whole even to a thread cache that asked for fewer (a list in slow
-  // start):
-  // its objects are free already, so handing them over costs no memory, while taking a few
-  // from the spans instead would touch each of them and leave the batch pinning its spans.
+  // start): its objects are free already, so handing them over costs no memory, while taking a
+  // few from the spans instead would touch each of them and leave the batch pinning its spans.
   if (used_slots_ > 0 && (n == batch_ || whole_batch)) {
     n = batch_;
     const Batch& batch = slots_[--used_slots_];
