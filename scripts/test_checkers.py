@@ -93,18 +93,31 @@ class CheckersCatchFalsehoods(unittest.TestCase):
         self.assertEqual(code, 0, out)
 
     # Sentences.
+    W3_CLAIM = "<!--v cmp step06/mt512@4 mimalloc step06-tierpool-->"
+
+    def w3_claim(self):
+        """The chapter's rendered words for mimalloc against step 06 on W3, whatever the last run
+        made them."""
+        text = (self.copy.dir / "step06-three-tier/README.md").read_text()
+        return re.search(re.escape(self.W3_CLAIM) + r"([^<]*)<!--/v-->", text).group(1)
+
     def test_a_comparison_made_false_fails(self):
+        other = "ahead of" if self.w3_claim() != "ahead of" else "behind"
         self.copy.regex_edit("step06-three-tier/README.md",
-                             r"(<!--v cmp step06/mt512@4 mimalloc step06-tierpool-->)[^<]*",
-                             r"\1behind")
+                             "(" + re.escape(self.W3_CLAIM) + ")[^<]*", r"\g<1>" + other)
         self.assertFails(self.copy.check_results(), "claim changed")
 
     def test_a_new_run_that_flips_a_comparison_names_it(self):
-        # mimalloc three times slower on W3 than the last run measured: the chapter's words flip.
+        # A run in which mimalloc is ten times slower on W3 than step 06 (or ten times faster, if
+        # the chapter already says "behind"): the chapter's words must flip, and be named.
+        claim = self.w3_claim()
+        csv = (self.copy.dir / "docs/results/results.csv").read_text()
+        ours = float(re.search(r"step06/mt512,step06-tierpool,4,([0-9.]+)", csv).group(1))
+        theirs = ours / 10 if claim == "behind" else ours * 10
         self.copy.regex_edit("docs/results/results.csv", r"(step06/mt512,mimalloc,4,)[0-9.]+",
-                             r"\g<1>60.0")
+                             rf"\g<1>{theirs:.3f}")
         self.assertFails(self.copy.check_results(), "claim changed: step06-three-tier/README.md: "
-                         "<!--v cmp step06/mt512@4 mimalloc step06-tierpool--> was 'ahead of'")
+                         f"{self.W3_CLAIM} was '{claim}'")
 
     def test_a_comparison_typed_by_hand_fails(self):
         self.copy.edit("step05-tls-global/README.md", "## The numbers",
