@@ -112,7 +112,9 @@ bool CentralFreeList::DrainIfIdle(bool all) {
 }
 
 // Builds a chain of up to n objects from the spans: each object appended at position k becomes
-// the link of the object at position k - 2.
+// the link of the object at position k - 2. Objects carved from fresh memory are taken up to the
+// end of a cache line, even past n: the next thread to ask starts on a line of its own, so two
+// threads never write one line from their first objects on (Hoard's "active false sharing").
 int CentralFreeList::FetchFromSpansLocked(void** first, void** second, int n) {
   void* chain[2] = {nullptr, nullptr};  // the first two objects
   void* before_last = nullptr;
@@ -121,9 +123,9 @@ int CentralFreeList::FetchFromSpansLocked(void** first, void** second, int n) {
   while (got < n) {
     Span* span = spans_.first();
     if (span == nullptr) break;
-    while (got < n) {
+    while (got < n || InsideCarvedLine(span)) {
       void* object;
-      if (span->free_list != nullptr) {
+      if (span->free_list != nullptr && got < n) {
         object = span->free_list;
         span->free_list = LoadNextOfClass(object, *page_map_, size_class_);
       } else if (span->carve_next < span->carve_end) {

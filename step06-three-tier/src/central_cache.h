@@ -67,6 +67,11 @@ class alignas(64) CentralFreeList {
 
  private:
   int FetchFromSpansLocked(void** first, void** second, int n);
+  // True while the next object to carve starts in the cache line the previous one ends in.
+  static bool InsideCarvedLine(const Span* span) {
+    return span->carve_next < span->carve_end &&
+           reinterpret_cast<std::uintptr_t>(span->carve_next) % kCacheLineSize != 0;
+  }
   // Objects back to their spans; emptied spans chained on *emptied, and objects of another class
   // (freed with a wrong size) on *strays, both for after the lock.
   void ReleaseToSpansLocked(void* first, void* second, int n, Span** emptied, void** strays);

@@ -44,6 +44,9 @@ inline constexpr bool kHardened = TIERPOOL_HARDENED != 0;
 inline constexpr int kPageShift = 13;
 inline constexpr std::size_t kPageSize = std::size_t{1} << kPageShift;  // 8 KiB
 
+// Unit of the CPU's caches: two threads writing one line take it from each other on every write.
+inline constexpr std::size_t kCacheLineSize = 64;
+
 // Largest size served from a size class; larger requests are whole spans.
 inline constexpr std::size_t kMaxSmallSize = 256 * 1024;
 

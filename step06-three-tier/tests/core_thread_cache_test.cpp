@@ -1,5 +1,6 @@
 // Where a thread cache sits: its thread's TLS slot (tls_cache) must never share its page offset
-// with bytes the fast paths write (4K aliasing slows every call; see PlaceThreadCache).
+// with bytes the fast paths write (4K aliasing slows every call; see PlaceThreadCache). And what
+// a thread cache is handed: never a cache line another thread's first objects are on.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -65,6 +66,31 @@ TEST(ThreadCachePlacement, RealThreadsGetQuietCaches) {
   check_this_thread();
   std::thread other(check_this_thread);
   other.join();
+}
+
+// Hoard's "active false sharing": two threads that start using a class one after the other must
+// not be handed objects of one cache line, or every write of one takes the line from the other.
+// Sizes of classes no other test of this binary uses, so each starts from a fresh span; both
+// threads take their first object of the class, the second after the first.
+TEST(ThreadCacheSharing, TwoThreadsNeverStartOnOneCacheLine) {
+  for (std::size_t size : {24, 40, 56, 72, 88, 104, 120}) {
+    void* first = nullptr;
+    void* second = nullptr;
+    std::thread a([&] { first = tierpool::ConcurrentAlloc(size); });
+    a.join();
+    std::thread b([&] { second = tierpool::ConcurrentAlloc(size); });
+    b.join();
+    ASSERT_NE(first, nullptr);
+    ASSERT_NE(second, nullptr);
+    const auto line = [](const void* p, std::size_t offset) {
+      return (reinterpret_cast<std::uintptr_t>(p) + offset) / kCacheLineSize;
+    };
+    // No line holds bytes of both objects.
+    EXPECT_TRUE(line(first, size - 1) < line(second, 0) || line(second, size - 1) < line(first, 0))
+        << size << "-byte objects " << first << " and " << second << " share a cache line";
+    tierpool::ConcurrentFree(first);
+    tierpool::ConcurrentFree(second);
+  }
 }
 
 }  // namespace
