@@ -56,7 +56,6 @@ plots with a panel for each.
 test that keeps chapters from quoting numbers nobody measured.
 """
 import argparse
-import csv
 import json
 import re
 import sys
@@ -336,11 +335,7 @@ def plot_stress(plt, workload, group, colors):
     return fig
 
 
-def read_csv(path):
-    if not path.exists():
-        return []
-    with path.open() as f:
-        return list(csv.DictReader(f))
+read_csv = trace_results.read
 
 
 def fmt_ns(v):

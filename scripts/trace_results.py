@@ -86,6 +86,7 @@ def skipped_row(workload, allocator, threads, reason):
 
 
 def read(path):
+    """Rows of a CSV file as dicts; none when the file does not exist."""
     if not path.exists():
         return []
     with path.open() as f:
