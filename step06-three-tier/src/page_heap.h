@@ -106,6 +106,11 @@ class PageHeap {
   Span* NewLocked(std::size_t pages, SpanState state, std::size_t room);
   Span* TakeBestFitLocked(std::size_t pages);
   Span* TakeFitLocked(std::size_t pages, bool released);
+  Span* TakeMixedRunLocked(std::size_t pages);
+  Span* TakeRunLocked(Span* first, std::size_t pages);
+  // The free span just before / after `span` in the address space, if there is one.
+  Span* FreeBefore(const Span* span) const;
+  Span* FreeAfter(const Span* span) const;
   Span* HandOutLocked(Span* span, std::size_t pages, SpanState state);
   void InsertLocked(Span* span);
   void RemoveLocked(Span* span);

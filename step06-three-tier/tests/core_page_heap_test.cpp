@@ -169,6 +169,37 @@ TEST(PageHeap, ALargeSpanGrowsIntoTheFreeSpanAfterItAndShrinksInPlace) {
   h->heap.Delete(s);
 }
 
+// A backed free span and a released one side by side stay two spans, each too short for a
+// request that the two together can serve: the request takes them both (and as much of the
+// second as it needs) instead of growing the heap. The rest keeps its kind.
+TEST(PageHeap, BackedAndReleasedSpansSideBySideServeOneRequest) {
+  auto h = NewHeap();
+  const std::size_t region = kMinGrowBytes / kPageSize;
+  Span* a = h->heap.New(region / 2, SpanState::kLarge);
+  Span* b = h->heap.New(region / 2 - 8, SpanState::kLarge);
+  Span* guard = h->heap.New(8, SpanState::kLarge);
+  ASSERT_TRUE(a && b && guard);
+  ASSERT_EQ(b->first_page, a->first_page + region / 2);
+  const std::uintptr_t start = a->first_page;
+  const std::size_t mapped = h->heap.Stats().mapped_bytes;
+  h->heap.Delete(a, FreedPages::kRecent);  // backed
+  h->heap.Delete(b, FreedPages::kZero);    // released
+  EXPECT_EQ(h->heap.FreeSpansOfLength(region / 2, false), 1u);
+  EXPECT_EQ(h->heap.FreeSpansOfLength(region / 2 - 8, true), 1u);
+
+  Span* both = h->heap.New(region / 2 + 100, SpanState::kLarge);
+  ASSERT_NE(both, nullptr);
+  EXPECT_EQ(both->first_page, start);
+  EXPECT_FALSE(both->zeroed);  // half of it was backed: calloc must clear it
+  EXPECT_EQ(h->heap.Stats().mapped_bytes, mapped) << "the heap grew";
+  EXPECT_EQ(h->heap.Stats().free_backed_bytes, 0u);
+  EXPECT_EQ(h->heap.Stats().free_released_bytes, (region / 2 - 108) * kPageSize);
+  EXPECT_EQ(h->heap.FreeSpansOfLength(region / 2 - 108, true), 1u);
+  EXPECT_EQ(h->map.Get(both->last_page()), both);
+  h->heap.Delete(both);
+  h->heap.Delete(guard);
+}
+
 TEST(PageHeap, TrimReleasesEveryFreePageAndUnmapsWholeFreeRegions) {
   auto h = NewHeap();
   Span* s = h->heap.New(4096, SpanState::kLarge);  // 32 MiB: the whole first growth
