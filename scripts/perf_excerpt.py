@@ -5,7 +5,7 @@ Each profile a page of the book shows has a name (PROFILES below: the step, the 
 function whose hot instructions it shows, if any). When `make perf STEP=<step> [FILTER=<regex>]`
 records one of them, scripts/perf.sh calls this script, which writes docs/results/perf/<name>.txt:
 
-    a stamp: the machine (CPU model, cores, kernel), the commit (marked "source dirty" when a
+    a stamp: the machine (CPU model, cores, L1 data cache, kernel), the commit (marked "source dirty" when a
         tracked file outside docs/ and the Markdown pages differs from it), the date, the entry
         and its sample count, and the `make perf` command that writes the file again;
     the heaviest rows of the flat profile (self time per symbol);
@@ -33,7 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results" / "perf"
 
-# name: (step, FILTER or "" for the step's default entry in scripts/perf.sh, function to annotate)
+# name: (step, FILTER or "" for the step's default entry in scripts/perf.sh, function to annotate:
+# its name, or "@top" for the heaviest symbol of the flat profile)
 PROFILES = {
     "step01-rational-freelist.malloc": ("step01-rational-freelist", "^rational/malloc/", None),
     "step01-rational-freelist": ("step01-rational-freelist", "", None),
@@ -47,7 +48,7 @@ PROFILES = {
     "step03-variable-size.pmr-monotonic": ("step03-variable-size",
                                            "^request/pmr-monotonic/threads:1/", None),
     "step04-multithread": ("step04-multithread", "", None),
-    "step04-multithread.spin": ("step04-multithread", "^shuffle64/step04-spin/threads:4/", None),
+    "step04-multithread.spin": ("step04-multithread", "^shuffle64/step04-spin/threads:4/", "@top"),
     "step05-tls-global": ("step05-tls-global", "", None),
     "step06-three-tier": ("step06-three-tier", "", None),
     "step06-three-tier.fast": ("step06-three-tier", "^rational/step06-tierpool/threads:1/",
@@ -154,7 +155,8 @@ def samples(data):
 
 def flat(data, rows=FLAT_ROWS):
     """"  32.81%  libc.so.6  [.] _int_free" lines, the heaviest first."""
-    found = [r for r in report(data, "--no-children", "--sort", "dso,symbol") if len(r) >= 3]
+    found = [r for r in report(data, "--no-children", "--sort", "dso,symbol", "--percent-limit",
+                               "0.5") if len(r) >= 3]
     found = found[:rows]
     short = shorten_all([r[2][4:] for r in found])
     dso = max((len(r[1]) for r in found), default=0)
@@ -179,14 +181,20 @@ def frames(data, rows=FRAME_ROWS, width=WIDTH):
 
 def annotate(data, symbol, rows=INSTRUCTIONS):
     """The instructions of `symbol` with their share of its samples: all of them for a short
-    function, else the `rows` hottest, in address order."""
+    function, else the `rows` hottest and the three before the hottest, in address order."""
     out = run("perf", "annotate", "-i", str(data), "--stdio", "-s", symbol)
     lines = [l.rstrip() for l in out.splitlines() if re.match(r"^\s+[0-9]+\.[0-9]+ :", l)]
+    # A jump's target, "<the function's whole name+0x24f>", as "<_M_run()+0x24f>".
+    lines = [re.sub(r"<(.+)(\+0x[0-9a-f]+)>$",
+                    lambda m: "<" + re.split(r"::(?![^<]*>)", collapse(m.group(1), 0))[-1]
+                    + m.group(2) + ">", l) for l in lines]
     if len(lines) <= 3 * rows:
         return lines
-    hottest = sorted(sorted(lines, key=lambda l: -float(l.split(":")[0]))[:rows],
-                     key=lines.index)
-    return hottest
+    share = [float(l.split(":")[0]) for l in lines]
+    order = sorted(range(len(lines)), key=lambda i: -share[i])
+    # The hottest instructions, and the three before the hottest of all (the one it waits for).
+    shown = set(order[:rows]) | set(range(max(0, order[0] - 3), order[0]))
+    return [lines[i] for i in sorted(shown)]
 
 
 def machine():
@@ -194,7 +202,13 @@ def machine():
     model = re.search(r"^model name\s*:\s*(.*)$", cpuinfo, re.M)
     cores = len(re.findall(r"^processor\s*:", cpuinfo, re.M))
     kernel = run("uname", "-r").strip()
-    return f"{model.group(1).strip() if model else 'unknown CPU'}, {cores} cores, Linux {kernel}"
+    l1d = ""
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        if (index / "level").read_text().strip() == "1" and \
+                (index / "type").read_text().strip() == "Data":
+            l1d = f", {(index / 'size').read_text().strip().replace('K', ' KiB')} L1d per core"
+    return (f"{model.group(1).strip() if model else 'unknown CPU'}, {cores} cores{l1d}, "
+            f"Linux {kernel}")
 
 
 def commit():
@@ -221,14 +235,17 @@ def make_command(step, filt):
 def write_record(name, data, entry):
     step, filt, function = PROFILES[name]
     lines = stamp(make_command(step, filt), f"{entry} of {step}'s benchmark, {samples(data)}")
-    lines.append("Self time per symbol, the heaviest rows "
+    lines.append("Self time per symbol, the heaviest rows of 0.5 % or more "
                  "(perf report --no-children --sort dso,symbol):")
     lines += flat(data)
     lines += ["", "Time per frame, callees and inlined frames included, the heaviest "
               "(perf report --children; harness frames left out):"]
     lines += [f"{c:>8} {s:>8}  {sym}" for c, s, sym in frames(data)]
+    if function == "@top":  # the heaviest symbol of the flat profile, whatever its name
+        function = report(data, "--no-children", "--sort", "symbol")[0][1][4:]
     if function:
-        lines += ["", f"The instructions of {function} (all, or the hottest), in address order "
+        label = shorten_all([function])[function]
+        lines += ["", f"The instructions of {label} (all, or the hottest), in address order "
                   f"(perf annotate; a sample lands on the instruction after the one that waits):"]
         lines += annotate(data, function)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -238,26 +255,26 @@ def write_record(name, data, entry):
 
 
 def write_diff(a, b, data_a, data_b):
-    width = 60
-    left, right = frames(data_a, 12, width), frames(data_b, 12, width)
     lines = stamp(f"make perf-diff A={a} B={b}",
                   f"each step's default entry, {samples(data_a)} and {samples(data_b)}")
-    lines.append("Time per frame, callees and inlined frames included "
-                 "(perf report --children; harness frames left out):")
-    cell = lambda f: f"{f[0]:>7}  {f[2]}" if f else ""
-    lines.append(f"{a:<{width + 9}} | {b}")
-    for i in range(max(len(left), len(right))):
-        l = cell(left[i]) if i < len(left) else ""
-        r = cell(right[i]) if i < len(right) else ""
-        lines.append(f"{l:<{width + 9}} | {r}".rstrip())
+    for step, data in ((a, data_a), (b, data_b)):
+        lines.append(f"Time per frame in {step}, callees and inlined frames included, the "
+                     f"heaviest (perf report --children; harness frames left out):")
+        lines += [f"{c:>8} {s:>8}  {sym}" for c, s, sym in frames(data, 10)]
+        lines.append("")
     out = run("perf", "diff", "--sort", "symbol", "-t", "\t", str(data_a), str(data_b))
     rows = [[f.strip() for f in l.split("\t")] for l in out.splitlines()
             if l.strip() and not l.startswith("#")]
-    rows = [r for r in rows if len(r) >= 3 and r[2].startswith("[.]")][:10]
+    rows = [r for r in rows if len(r) >= 3 and r[2].startswith("[.]")]
+
+    def weight(r):
+        numbers = [abs(float(x.rstrip("%"))) for x in r[:2] if x.rstrip("%")]
+        return -max(numbers, default=0)
+    rows = sorted(rows, key=weight)[:10]
     short = shorten_all([r[2][4:] for r in rows])
-    lines += ["", f"Self time per symbol in {a} (Baseline) and its change in {b} (Delta), "
-              "matched by name (perf diff --sort symbol):"]
-    lines += [f"{r[0]:>8} {r[1]:>8}  {short[r[2][4:]]}" for r in rows]
+    lines.append(f"Self time per symbol in {a} (Baseline) and its change in {b} (Delta), "
+                 "symbols matched by name, the heaviest (perf diff --sort symbol):")
+    lines += [f"{r[0] + ('%' if r[0] else ''):>8} {r[1]:>8}  {short[r[2][4:]]}" for r in rows]
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"diff.{a}.{b}.txt"
     path.write_text("\n".join(lines) + "\n")
