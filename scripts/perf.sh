@@ -126,6 +126,10 @@ record() {
 
 record_all() {  # every profile and every perf-diff pair the book shows, excerpts written
   local step filter a b
+  # A perf-diff reuses the recordings of this run only, never one left from an earlier run.
+  while IFS=$'\t' read -r a b; do
+    rm -f "$out_dir/$a.data" "$out_dir/$b.data"
+  done < <($PYTHON scripts/perf_excerpt.py diffs)
   while IFS=$'\t' read -r step filter; do
     record "$step" "$filter"
   done < <($PYTHON scripts/perf_excerpt.py list)

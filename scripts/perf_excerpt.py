@@ -188,7 +188,7 @@ def annotate(data, symbol, rows=INSTRUCTIONS):
     lines = [re.sub(r"<(.+)(\+0x[0-9a-f]+)>$",
                     lambda m: "<" + re.split(r"::(?![^<]*>)", collapse(m.group(1), 0))[-1]
                     + m.group(2) + ">", l) for l in lines]
-    if len(lines) <= 3 * rows:
+    if len(lines) <= 4 * rows:
         return lines
     share = [float(l.split(":")[0]) for l in lines]
     order = sorted(range(len(lines)), key=lambda i: -share[i])
