@@ -164,13 +164,17 @@ def flat(data, rows=FLAT_ROWS):
 
 
 def frames(data, rows=FRAME_ROWS, width=WIDTH):
-    """(children%, self%, symbol) of the heaviest frames, the harness's left out."""
+    """(children%, self%, symbol) of the heaviest frames, the harness's left out, one row per name
+    (perf can print two entries of one name, e.g. a function and a copy of it inlined elsewhere:
+    the heavier stays)."""
     found = []
     for r in report(data, "--children", "--sort", "symbol", "--percent-limit", "1"):
         if len(r) < 3:
             continue
         symbol = r[2][4:]
         if HARNESS.match(symbol) or re.match(r"0x[0-9a-f]+", symbol):
+            continue
+        if any(symbol == f[2] for f in found):
             continue
         found.append((r[0], r[1], symbol))
         if len(found) == rows:
