@@ -6,7 +6,10 @@
 # More:
 #   make bench STEP=step05-tls-global     one step (its rows in docs/results/results.csv replaced)
 #   make bench STEP=... FILTER=shuffle64  only the entries whose name matches the regex
-#   make perf STEP=step01-rational-freelist [FILTER=regex]   perf record + report
+#   make perf STEP=step01-rational-freelist [FILTER=regex]   perf record + report (a profile a
+#                                         chapter shows also writes its docs/results/perf/ excerpt)
+#   make perf STEP=all                    every profile and perf-diff the chapters show, excerpts
+#                                         written again (scripts/check_docs.py --write shows them)
 #   make perf-diff A=step01-rational-freelist B=step02-template-pool
 #   make results                          regenerate tables and plots from the last CSV
 #   make trace PROG="python3 x.py" NAME=x  record a program's allocations as common/traces/x.tptrace.xz

@@ -18,6 +18,10 @@ Checks every tracked .md file of the repository:
   - no comparison is typed by hand: "ahead of", "level with" or "behind" an allocator is a
     rendered `cmp` value (scripts/results.py), unless its sentence quotes an article or a
     result recorded at a named commit;
+  - every perf excerpt shown is the file `make perf` wrote (see PERF below: `--write` copies it
+    in, the check fails when the block differs from the file or the file is missing), and no
+    page shows perf output pasted by hand (a `perf report`, `perf diff` or `perf annotate` row
+    in a block of code that is not a generated block);
   - every plot embedded (`![...](....png)`) exists; every plot in docs/results/ is embedded in
     docs/results/README.md and in at least one other page (a chapter or the README), and every
     chapter embeds at least one plot;
@@ -43,6 +47,17 @@ is quoted by a chapter as
 
 (the path relative to the Markdown file). `scripts/check_docs.py --write` refreshes every such
 block from its source.
+
+PERF: an excerpt of a profile, written by `make perf` into docs/results/perf/ (stamped with the
+machine, the commit and the command; scripts/perf_excerpt.py), is shown as
+
+    <!-- perf docs/results/perf/step01-rational-freelist.txt -->
+    ```text
+    ...the file's text...
+    ```
+    <!-- /perf -->
+
+(the path relative to the repository); `--write` refreshes every such block from its file.
 """
 import argparse
 import re
@@ -156,7 +171,8 @@ def check_file(path, targets, steps, problems, bench_dir=None):
         for var, value in re.findall(r"([A-Z]+)=(\S+)", m.group(2)):
             value = value.strip("`'\",.)")
             placeholder = value.startswith("<") or value in ("…", "...")
-            if var in ("STEP", "A", "B") and not placeholder and value not in steps:
+            every = m.group(1) == "perf" and var == "STEP" and value == "all"
+            if var in ("STEP", "A", "B") and not placeholder and not every and value not in steps:
                 problems.append(f"{rel}: `{var}={value}` is not a step folder")
     if bench_dir:
         check_benchmark_commands(path, code, bench_dir, problems)
@@ -173,6 +189,43 @@ CODE_BLOCK = re.compile(r"(?P<before>[^\n]*)\n```(?P<lang>cpp|c\+\+|c|cmake)\n(?
                         re.S)
 SOURCE_SUFFIXES = {".h", ".hpp", ".cpp", ".cc", ".c", ".cmake", ".in"}
 ELISION = {"// ...", "// …", "...", "…", "# ..."}
+
+
+PERF_BLOCK = re.compile(r"(<!-- perf (?P<src>\S+) -->\n```text\n)(?P<body>.*?)(```\n<!-- /perf -->)",
+                        re.S)
+# A row of `perf report` ("  43.12%  libc.so.6  [.] malloc"), of `perf diff` ("  0.33%  -0.01%
+# [.] ...") or of `perf annotate` ("  50.83 :   1d969:  mov ...").
+PERF_OUTPUT = re.compile(r"^[ \t]*[+-]?[0-9]+\.[0-9]+%[ \t]+(?:\S+[ \t]+)*\[[.k]\] |"
+                         r"^[ \t]*[0-9]+\.[0-9]+ :[ \t]+[0-9a-f]+:[ \t]", re.M)
+
+
+def refresh_perf(path, text, problems):
+    """`text` with every perf block replaced by its excerpt file; a problem per missing file."""
+    rel = path.relative_to(ROOT)
+
+    def fill(m):
+        excerpt = ROOT / m.group("src")
+        if not excerpt.is_file():
+            problems.append(f"{rel}: perf excerpt {m.group('src')} is missing (the `make perf` "
+                            f"command of the page's profile writes it)")
+            return m.group(0)
+        return m.group(1) + excerpt.read_text() + m.group(4)
+    return PERF_BLOCK.sub(fill, text)
+
+
+def check_perf_pasted(path, text, problems):
+    """No perf output in a block of code outside the generated perf blocks."""
+    rel = path.relative_to(ROOT)
+    text = PERF_BLOCK.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    for block in re.finditer(r"^ *```.*?^ *```", text, re.S | re.M):
+        row = PERF_OUTPUT.search(block.group(0))
+        if row:
+            at = block.start() + row.start()
+            lineno = text[:at].count("\n") + 1
+            line = text[at:].split("\n", 1)[0].strip()
+            problems.append(f"{rel}:{lineno}: perf output pasted by hand ("
+                            f"`{line[:60]}`): show the excerpt `make perf` writes "
+                            f"(a `<!-- perf docs/results/perf/<name>.txt -->` block)")
 
 
 def tracked_sources():
@@ -303,7 +356,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench-dir", type=Path, help="the build's bench/ folder")
     ap.add_argument("--write", action="store_true",
-                    help="copy every snippet block's code in from its source first")
+                    help="copy every snippet block's code in from its source, and every perf "
+                         "block's excerpt from its file, first")
     args = ap.parse_args()
     problems = []
     targets = make_targets()
@@ -311,13 +365,19 @@ def main():
     sources = {}
     for path in tracked_markdown():
         text = path.read_text()
-        fresh = refresh_snippets(path, text, problems)
+        snipped = refresh_snippets(path, text, problems)
+        fresh = refresh_perf(path, snipped, problems)
         if fresh != text:
             if args.write:
                 path.write_text(fresh)
-            else:
+            if not args.write and snipped != text:
                 problems.append(f"{path.relative_to(ROOT)}: a snippet differs from its source "
                                 f"(scripts/check_docs.py --write copies it in)")
+            if not args.write and fresh != snipped:
+                problems.append(f"{path.relative_to(ROOT)}: a perf excerpt differs from its file "
+                                f"in docs/results/perf/ (scripts/check_docs.py --write copies it "
+                                f"in)")
+        check_perf_pasted(path, fresh, problems)
         check_code_blocks(path, fresh, problems, sources)
         check_file(path, targets, steps, problems, args.bench_dir)
     check_plots(tracked_markdown(), problems)

@@ -5,10 +5,16 @@
 #                                          then the flat profile and the call graph
 #   scripts/perf.sh diff A B               both steps recorded, their flat profiles side by side,
 #                                          then `perf diff` (B's change per symbol against A)
+#   scripts/perf.sh record all             every profile the book shows, and every perf-diff it shows
 # FILTER is a Google Benchmark filter regex over entry names `workload/allocator/threads:T/`;
 # without it each step profiles the entry its chapter is about (the table below). The recordings
 # are kept in build/perf/<step>.data and the reports in build/perf/<step>.txt (with a FILTER:
 # build/perf/<step>.<filter>.data, so a before/after pair of one step keeps both).
+#
+# A profile that a page of the book shows (scripts/perf_excerpt.py lists them, by STEP and FILTER)
+# also writes its excerpt, docs/results/perf/<name>.txt: a stamp (machine, commit, date, this
+# command) and the heaviest rows. scripts/check_docs.py --write copies the excerpts into the
+# pages; `make perf STEP=all` records them all again (and the perf-diff pairs the pages show).
 #
 # Call graphs are unwound from DWARF (--call-graph dwarf): the steps keep frame pointers, but
 # Debian's libc and libstdc++ do not, so `-g` (frame pointers) loses every caller of malloc.
@@ -20,6 +26,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PERF_EVENTS=${PERF_EVENTS:-cpu-clock}
+PYTHON=$(test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 MIN_TIME=${MIN_TIME:-1}
 out_dir=build/perf
 # Frames of the benchmark harness and of thread start-up: the same in every step, so left out of
@@ -74,6 +81,8 @@ inclusive_report() {  # "children% self% symbol", the 0x bottoms of stacks left 
 record() {
   local step=${1%/} filter=${2:-} name=${1%/}
   check_step "$step"
+  local excerpt
+  excerpt=$($PYTHON scripts/perf_excerpt.py name "$step" "$filter")
   if [ -n "$filter" ]; then  # a recording of its own, beside the default one: before/after pairs
     name="$step.$(echo "$filter" | tr -c 'a-zA-Z0-9\n' '-' | sed -E 's/-+/-/g; s/^-|-$//g')"
   else
@@ -110,14 +119,33 @@ record() {
   cat "$out_dir/$name.txt"
   echo
   echo "(saved: $data, $out_dir/$name.txt; perf annotate -i $data --stdio -s '<symbol>' for lines)"
+  if [ -n "$excerpt" ]; then
+    $PYTHON scripts/perf_excerpt.py record "$excerpt" "$data" "$filter"
+  fi
 }
 
-diff_steps() {
+record_all() {  # every profile and every perf-diff pair the book shows, excerpts written
+  local step filter a b
+  # A perf-diff reuses the recordings of this run only, never one left from an earlier run.
+  while IFS=$'\t' read -r a b; do
+    rm -f "$out_dir/$a.data" "$out_dir/$b.data"
+  done < <($PYTHON scripts/perf_excerpt.py diffs)
+  while IFS=$'\t' read -r step filter; do
+    record "$step" "$filter"
+  done < <($PYTHON scripts/perf_excerpt.py list)
+  while IFS=$'\t' read -r a b; do
+    diff_steps "$a" "$b" reuse
+  done < <($PYTHON scripts/perf_excerpt.py diffs)
+}
+
+diff_steps() {  # with a third argument, the recordings already in build/perf/ are used
   local a=${1%/} b=${2%/}
   check_step "$a"
   check_step "$b"
   for s in "$a" "$b"; do
-    record "$s" "" >/dev/null
+    if [ -z "${3:-}" ] || [ ! -f "$out_dir/$s.data" ]; then
+      record "$s" "" >/dev/null
+    fi
   done
   # Inclusive time per frame, inlined frames included: a pool's fast path is inlined into the
   # benchmark loop, so only this view names it (the flat, self-time view shows the loop alone).
@@ -133,11 +161,17 @@ diff_steps() {
   # which is the point, the code that moved in or out between the steps.
   perf diff --sort symbol "$out_dir/$a.data" "$out_dir/$b.data" 2>/dev/null |
     grep -F '[.]' | cut -c1-110 | sed -E 's/ +$//' | sed -n '1,15p'
+  $PYTHON scripts/perf_excerpt.py diff "$a" "$b" "$out_dir/$a.data" "$out_dir/$b.data"
 }
 
 need_perf
 case ${1:-} in
-  record) record "${2:-}" "${3:-}" ;;
+  record)
+    if [ "${2:-}" = all ]; then
+      record_all
+    else
+      record "${2:-}" "${3:-}"
+    fi ;;
   diff)
     if [ -z "${2:-}" ] || [ -z "${3:-}" ]; then
       echo "usage: make perf-diff A=<step dir> B=<step dir>" >&2

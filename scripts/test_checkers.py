@@ -9,7 +9,9 @@ makes one falsehood at a time in a fresh copy and checks that `scripts/check_doc
     that links nowhere;
   - a snippet: a line of a quoted snippet edited in the chapter, the source changed under a
     snippet, a block of code that is in no source file;
-  - a plot: an embed of a plot that does not exist, a plot no chapter shows any more.
+  - a plot: an embed of a plot that does not exist, a plot no chapter shows any more;
+  - a perf excerpt: a row of a chapter's excerpt edited, the excerpt file changed under the
+    chapter, an excerpt file removed, perf output pasted into a chapter by hand.
 Run by `make test` as the test `docs_checkers_catch_falsehoods`.
 """
 import re
@@ -158,6 +160,31 @@ class CheckersCatchFalsehoods(unittest.TestCase):
         self.copy.regex_edit("step01-rational-freelist/README.md",
                              r"!\[[^\]]*\]\(\.\./docs/results/step01_rational\.png\)\n", "")
         self.assertFails(self.copy.check_docs(), "step01_rational.png: embedded in no chapter")
+
+
+    # Perf excerpts.
+    FAST = "docs/results/perf/step06-three-tier.fast.txt"
+
+    def test_a_perf_excerpt_edited_in_the_chapter_fails(self):
+        # The first percentage of the excerpt as the chapter shows it, made 99.99%.
+        self.copy.regex_edit("step06-three-tier/README.md",
+                             r"(<!-- perf " + re.escape(self.FAST) + r" -->\n```text\n.*?)"
+                             r"[0-9]+\.[0-9]+%", r"\g<1>99.99%")
+        self.assertFails(self.copy.check_docs(), "a perf excerpt differs from its file")
+
+    def test_a_perf_excerpt_falsified_under_the_chapter_fails(self):
+        self.copy.regex_edit(self.FAST, r"[0-9]+\.[0-9]+%", "99.99%")
+        self.assertFails(self.copy.check_docs(), "a perf excerpt differs from its file")
+
+    def test_a_missing_perf_excerpt_fails(self):
+        (self.copy.dir / self.FAST).unlink()
+        self.assertFails(self.copy.check_docs(), "step06-three-tier.fast.txt is missing")
+
+    def test_perf_output_pasted_by_hand_fails(self):
+        self.copy.edit("step05-tls-global/README.md", "## Debugging with this pool",
+                       "```\n    43.12%  [.] tierpool::ConcurrentFree\n```\n\n"
+                       "## Debugging with this pool")
+        self.assertFails(self.copy.check_docs(), "perf output pasted by hand")
 
 
 if __name__ == "__main__":
