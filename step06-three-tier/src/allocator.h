@@ -5,64 +5,57 @@
 //   Allocate(size):  size -> class (one table load) -> pop the thread's list of that class
 //   FreeSized(p, n): size -> class -> push on the thread's list           (no page-map lookup)
 //   Free(p):         page map -> class -> push on the thread's list
+//
+// The slow paths are declared below, each group under the file that defines it (the design page,
+// docs/step06-design.md, maps every file to its concern).
 #pragma once
 
-#include <pthread.h>
-
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
-#include "central_cache.h"
 #include "config.h"
 #include "memory_tools.h"
-#include "metadata.h"
-#include "page_heap.h"
 #include "page_map.h"
 #include "size_class.h"
-#include "span.h"
-#include "spinlock.h"
+#include "startup.h"
 #include "thread_cache.h"
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
 
-// Everything global except the page map, built on first use (no static constructor runs it:
-// the allocator may be called before main).
-// One static object, constant-initialized to zero bytes: no constructor runs and nothing is
-// written until InitSlow attaches the tiers to each other, so a process pays page faults only for
-// the parts it uses.
-struct Globals {
-  constexpr Globals() = default;
-  FixedPool<Span> span_pool;
-  FixedPool<ThreadCacheMemory> cache_pool;
-  PageHeap page_heap;
-  CentralFreeList central[kNumClasses];
-  // The central lists' transfer slots: only the pages of the slots in use are ever touched.
-  CentralFreeList::Batch transfer_slots[kNumClasses][CentralFreeList::kMaxTransferSlots] = {};
-  SpinLock registry_lock;
-  ThreadCache* registry_head = nullptr;
-  std::size_t thread_caches = 0;  // guarded by registry_lock
-  // Each thread cache's share of kOverallThreadCacheBudget (set by InitSlow); caches read it in
-  // their slow paths.
-  std::atomic<std::int64_t> thread_budget{0};
-  pthread_key_t thread_exit_key{};
-  // false when pthread_key_create failed (the process used up its keys): then no thread gets a
-  // cache, since nothing would give it back at exit, and every call goes to the central lists.
-  bool thread_exit_key_ok = false;
-};
+// --- Thread registration and thread exit (thread_registry.cpp) ---------------------------------
 
-// Zero-initialized .bss: valid before any code runs, and only touched pages cost memory.
-extern PageMap page_map;
+// The calling thread's cache: a trivially destructible pointer with the initial-exec model, so
+// reading it is one %fs-relative load. It starts at &empty_cache (never null: no check on the
+// fast path); the pthread key destructor returns the real cache at thread exit.
+extern __thread ThreadCache* tls_cache TIERPOOL_INITIAL_EXEC;
+// The calling thread's cache, made and registered on its first call; nullptr when it cannot
+// have one (exiting, making one right now, no memory, no pthread key).
+ThreadCache* GetOrCreateCache();
+// A new cache in `memory`, placed for the thread whose TLS slot (tls_cache) is at `tls_slot`.
+ThreadCache* PlaceThreadCache(ThreadCacheMemory* memory, const void* tls_slot);
+// The thread-exit key's destructor (InitSlow creates the key): `cache` back to the central lists
+// and out of the registry.
+void DestroyThreadCache(void* cache);
+// In a fork child, registry lock held: the registry keeps only the forking thread's cache.
+void KeepOnlyCallingThreadLocked();
 
-extern std::atomic<int> init_state;  // 0 none, 1 running, 2 done
-void InitSlow();
-TIERPOOL_ALWAYS_INLINE void EnsureInit() {
-  if (TIERPOOL_UNLIKELY(init_state.load(std::memory_order_acquire) != 2)) InitSlow();
-}
-Globals& G();
-TIERPOOL_ALWAYS_INLINE std::int64_t ThreadBudget() {
-  return G().thread_budget.load(std::memory_order_relaxed);
-}
+// --- The thread cache's slow paths (thread_cache.cpp) ------------------------------------------
+
+void* AllocateRefill(ThreadCache* tc, std::uint32_t cl);
+void PushFull(ThreadCache* tc, void* ptr, std::uint32_t cl);
+
+// --- Large blocks, aligned blocks, calloc, realloc (large_blocks.cpp) --------------------------
+
+void* AllocateSlow(std::size_t size);
+void FreeSlow(void* ptr);
+void* AllocateLarge(std::size_t size, std::size_t alignment);
+void* AlignedAllocate(std::size_t size, std::size_t alignment);
+void* Calloc(std::size_t n, std::size_t size);
+void* Realloc(void* ptr, std::size_t size);
+std::size_t UsableSize(const void* ptr);
+
+// --- Memory back to the OS: the clock and the release thread (release.cpp) ---------------------
+
 // Gives back memory nobody used for a while: central batches untouched since the last look,
 // and page-heap spans free for longer than the release delay.
 void ReleaseIdleMemory();
@@ -73,31 +66,27 @@ void Tick();
 // Everything free goes back now: the calling thread's cache, every central batch, every free
 // page (madvise) and every whole free region (munmap). The bytes given back.
 std::size_t ReleaseFreeMemory();
-
-// The calling thread's cache: a trivially destructible pointer with the initial-exec model, so
-// reading it is one %fs-relative load. It starts at &empty_cache (never null: no check on the
-// fast path); the pthread key destructor returns the real cache at thread exit.
-extern __thread ThreadCache* tls_cache TIERPOOL_INITIAL_EXEC;
-
-// Slow paths (allocator.cpp).
-void* AllocateSlow(std::size_t size);
-void* AllocateRefill(ThreadCache* tc, std::uint32_t cl);
-void PushFull(ThreadCache* tc, void* ptr, std::uint32_t cl);
-void FreeSlow(void* ptr);
-void* AllocateLarge(std::size_t size, std::size_t alignment);
-void* AlignedAllocate(std::size_t size, std::size_t alignment);
-void* Calloc(std::size_t n, std::size_t size);
-void* Realloc(void* ptr, std::size_t size);
-std::size_t UsableSize(const void* ptr);
-ThreadCache* GetOrCreateCache();
-// A new cache in `memory`, placed for the thread whose TLS slot (tls_cache) is at `tls_slot`.
-ThreadCache* PlaceThreadCache(ThreadCacheMemory* memory, const void* tls_slot);
+// The calling thread's cache back to the central lists (tierpool_thread_flush).
 void FlushThreadCache();
+// At start-up: TIERPOOL_RELEASE_THREAD=0 in the environment turns the release thread off.
+void ReadReleaseThreadSetting();
+// Whether the release thread runs (fork reads it before forking).
+bool ReleaseThreadRunning();
+// In a fork child: the release thread did not come along (`with_threads`: the parent had other
+// threads, so the child may not start one).
+void ReleaseThreadAfterForkChild(bool with_threads);
+
+// --- Fork (fork.cpp) ----------------------------------------------------------------------------
+
 void ForkPrepare();
 void ForkParent();
 void ForkChild();
 
-// Hardened checks (allocator.cpp); empty in other builds.
+// --- Bad pointers, and the hardened checks (checks.cpp) ----------------------------------------
+
+// Aborts with a message: `ptr` is not ours, or not the start of a live block.
+[[noreturn]] void ReportBadFree(const void* ptr);
+// Empty in other builds than the hardened ones.
 void HardenedOnAllocate(void* ptr, std::uint32_t cl);
 void HardenedOnFree(void* ptr, std::uint32_t cl_from_size);
 

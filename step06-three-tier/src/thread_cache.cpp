@@ -1,4 +1,9 @@
+// The thread cache's slow paths: an empty list refilled from the central cache, a full one
+// made room in, a cache over its byte budget, everything given back; and the two entries the
+// fast paths call when they leave the thread (AllocateRefill, PushFull).
 #include "thread_cache.h"
+
+#include <cerrno>
 
 #include "allocator.h"
 
@@ -7,6 +12,24 @@ namespace {
 // A list that overflows this many times in a row with a limit above one batch gives a batch of
 // its limit back: it was sized for a peak that has passed.
 constexpr std::uint8_t kMaxOverages = 3;
+
+// Without a thread cache (thread exiting, or the OS refused memory for one): go to the central
+// cache one object at a time.
+void* AllocateUncached(std::uint32_t cl) {
+  void* first;
+  void* second;
+  if (G().central[cl].RemoveRange(&first, &second, 1) == 0) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return HandOut(first, cl);
+}
+
+// `ptr` is already checked and marked free.
+void FreeUncached(void* ptr, std::uint32_t cl) {
+  StoreNext(ptr, nullptr);
+  G().central[cl].InsertRange(ptr, nullptr, 1);
+}
 }  // namespace
 
 constinit ThreadCache empty_cache;
@@ -151,6 +174,33 @@ std::size_t ThreadCache::CachedBytes() const {
   const std::int64_t left = __atomic_load_n(&budget_left_, __ATOMIC_RELAXED);
   const std::int64_t cached = __atomic_load_n(&budget_, __ATOMIC_RELAXED) - left;
   return cached > 0 ? static_cast<std::size_t>(cached) : 0;
+}
+
+void* AllocateRefill(ThreadCache* tc, std::uint32_t cl) {
+  if (tc == &empty_cache) {  // the thread's first allocation of all
+    tc = GetOrCreateCache();
+    if (tc == nullptr) return AllocateUncached(cl);
+    return AllocateClass(tc, cl);
+  }
+  void* ptr = tc->FetchFromCentral(cl);
+  Tick();
+  if (TIERPOOL_UNLIKELY(ptr == nullptr)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return HandOut(ptr, cl);
+}
+
+void PushFull(ThreadCache* tc, void* ptr, std::uint32_t cl) {
+  if (tc == &empty_cache) {  // the thread's first free of all
+    tc = GetOrCreateCache();
+    if (tc == nullptr) return FreeUncached(ptr, cl);
+    return PushChecked(tc, ptr, cl);
+  }
+  tc->MakeRoom(cl);
+  Tick();
+  if (tc->room(cl) > 0) return PushChecked(tc, ptr, cl);
+  FreeUncached(ptr, cl);  // the budget is spent and this list has a limit of 0
 }
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS

@@ -1,0 +1,61 @@
+// Fork: the handlers installed with pthread_atfork (malloc_shim.cpp) or called by a program that
+// forks its own way (tierpool_fork_prepare/parent/child). Prepare takes every lock of the
+// allocator, so that no other thread is mid-update when the address space is copied; the parent
+// lets them go, and the child, where only the forking thread lives on, resets them.
+#include "allocator.h"
+
+namespace tierpool::TIERPOOL_INTERNAL_NS {
+
+namespace {
+
+// Whether the process had other threads when it last forked (see ForkChild).
+bool forked_with_threads = false;
+
+// `op` on every lock ForkPrepare takes after the registry's, in the reverse order.
+void AfterRegistryInReverse(void (SpinLock::*op)()) {
+  Globals& g = G();
+  (Metadata().lock().*op)();
+  (g.cache_pool.lock().*op)();
+  (g.span_pool.lock().*op)();
+  (g.page_heap.lock().*op)();
+  for (std::uint32_t cl = kNumClasses; cl-- > 1;)
+    (g.central[cl].lock().*op)();
+}
+
+}  // namespace
+
+// Every lock, always in this order: registry, central lists by class, page heap, span pool,
+// cache pool, metadata arena. No code path takes them in another order.
+// [snippet:fork-prepare]
+void ForkPrepare() {
+  EnsureInit();
+  Globals& g = G();
+  g.registry_lock.Lock();
+  forked_with_threads = g.thread_caches > 1 || ReleaseThreadRunning();
+  for (std::uint32_t cl = 1; cl < kNumClasses; ++cl)
+    g.central[cl].lock().Lock();
+  g.page_heap.lock().Lock();
+  g.span_pool.lock().Lock();
+  g.cache_pool.lock().Lock();
+  Metadata().lock().Lock();
+}
+// [/snippet]
+
+void ForkParent() {
+  AfterRegistryInReverse(&SpinLock::Unlock);
+  G().registry_lock.Unlock();
+}
+
+// The child: its locks may have been held by threads that do not exist here, so they are reset,
+// not unlocked; the registry keeps the forking thread's cache alone, and the release thread is
+// left behind.
+// [snippet:fork-child]
+void ForkChild() {
+  AfterRegistryInReverse(&SpinLock::ResetAfterFork);
+  KeepOnlyCallingThreadLocked();
+  G().registry_lock.ResetAfterFork();
+  ReleaseThreadAfterForkChild(forked_with_threads);
+}
+// [/snippet]
+
+}  // namespace tierpool::TIERPOOL_INTERNAL_NS
