@@ -18,7 +18,8 @@
 // address-space limit) and on Trim.
 //
 // A large block can grow in place into a free span that follows it, and shrink in place (its tail
-// freed). One lock; it is never held across mmap, munmap or madvise.
+// freed). One lock; it is never held across the heap's own mmap, munmap or madvise (only across
+// the mmap of a new metadata chunk, when a split needs a Span and the arena has run out).
 #pragma once
 
 #include <atomic>

@@ -11,7 +11,9 @@
 //
 // Reads take no lock (free() looks up the span of any pointer): entries are relaxed atomics,
 // leaves are published with release and read with acquire. Writes happen under the page heap's
-// lock, except leaf creation, which is a compare-and-swap.
+// lock, except three: leaf creation, which is a compare-and-swap; the mapped bits of a region
+// the heap just mapped, set before it takes the lock; and the entries of a small-object span's
+// pages, written by the central cache while that span is its alone (carved, or about to go).
 //
 // PageMap has no constructor on purpose: a static one is all zeros from the loader (no code runs,
 // so it works before main, and no compiler has to evaluate 2^20 constexpr initializations).
