@@ -162,23 +162,23 @@ class CheckersCatchFalsehoods(unittest.TestCase):
         self.assertFails(self.copy.check_docs(), "step01_rational.png: embedded in no chapter")
 
 
-    # Perf excerpts.
-    FAST = "docs/results/perf/step06-three-tier.fast.txt"
+    # Perf excerpts: one the step 06 chapter shows.
+    EXCERPT = "docs/results/perf/step06-three-tier.refill.txt"
 
     def test_a_perf_excerpt_edited_in_the_chapter_fails(self):
         # The first percentage of the excerpt as the chapter shows it, made 99.99%.
         self.copy.regex_edit("step06-three-tier/README.md",
-                             r"(<!-- perf " + re.escape(self.FAST) + r" -->\n```text\n.*?)"
+                             r"(<!-- perf " + re.escape(self.EXCERPT) + r" -->\n```text\n.*?)"
                              r"[0-9]+\.[0-9]+%", r"\g<1>99.99%")
         self.assertFails(self.copy.check_docs(), "a perf excerpt differs from its file")
 
     def test_a_perf_excerpt_falsified_under_the_chapter_fails(self):
-        self.copy.regex_edit(self.FAST, r"[0-9]+\.[0-9]+%", "99.99%")
+        self.copy.regex_edit(self.EXCERPT, r"[0-9]+\.[0-9]+%", "99.99%")
         self.assertFails(self.copy.check_docs(), "a perf excerpt differs from its file")
 
     def test_a_missing_perf_excerpt_fails(self):
-        (self.copy.dir / self.FAST).unlink()
-        self.assertFails(self.copy.check_docs(), "step06-three-tier.fast.txt is missing")
+        (self.copy.dir / self.EXCERPT).unlink()
+        self.assertFails(self.copy.check_docs(), "step06-three-tier.refill.txt is missing")
 
     def test_perf_output_pasted_by_hand_fails(self):
         self.copy.edit("step05-tls-global/README.md", "## Debugging with this pool",
