@@ -6,6 +6,9 @@
 # More:
 #   make bench STEP=step05-tls-global     one step (its rows in docs/results/results.csv replaced)
 #   make bench STEP=... FILTER=shuffle64  only the entries whose name matches the regex
+#   make bench REPS=5 ROUNDS=5 MIN_TIME=0.5   samples per row, spread over rounds of the whole
+#                                         plan (one process per row and round), each at least
+#                                         MIN_TIME seconds (3, 3, 0.2 by default)
 #   make perf STEP=step01-rational-freelist [FILTER=regex]   perf record + report (a profile a
 #                                         chapter shows also writes its docs/results/perf/ excerpt)
 #   make perf STEP=all                    every profile and perf-diff the chapters show, excerpts
@@ -24,6 +27,7 @@ SHELL := /bin/bash
 STEP ?=
 FILTER ?=
 REPS ?= 3
+ROUNDS ?= 3
 MIN_TIME ?= 0.2
 A ?=
 B ?=
@@ -53,7 +57,7 @@ release: deps-build
 	@cmake --build --preset release -j $(JOBS)
 
 bench: deps-bench release
-	@$(PYTHON) scripts/bench.py $(STEP) --repetitions $(REPS) --min-time $(MIN_TIME) \
+	@$(PYTHON) scripts/bench.py $(STEP) --repetitions $(REPS) --rounds $(ROUNDS) --min-time $(MIN_TIME) \
 	    --instructions $(if $(FILTER),--filter '$(FILTER)')
 	@$(MAKE) --no-print-directory results
 

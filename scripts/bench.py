@@ -2,12 +2,27 @@
 """The benchmark runner behind `make bench`.
 
 For each step it runs every registered (workload, allocator, threads) entry of the step's
-benchmark binary in a process of its own (so peak RSS is that entry's alone), with Google
-Benchmark repetitions, and takes the median ns per alloc+free pair. The rows named `malloc` run
-once per malloc library: glibc as linked, then jemalloc, tcmalloc, mimalloc, tbbmalloc (and
-tierpool's own libtierpool.so once it exists) through LD_PRELOAD. Each run reports which shared
-object really served malloc; a run whose provider is not the library it was meant to measure is
-an error, so a row named "jemalloc" can never be glibc under another name.
+benchmark binary in a process of its own (so peak RSS is that entry's alone) and takes the median
+ns per alloc+free pair. The rows named `malloc` run once per malloc library: glibc as linked, then
+jemalloc, tcmalloc, mimalloc, tbbmalloc (and tierpool's own libtierpool.so once it exists) through
+LD_PRELOAD. Each run reports which shared object really served malloc; a run whose provider is not
+the library it was meant to measure is an error, so a row named "jemalloc" can never be glibc
+under another name.
+
+Rounds. The repetitions of a row (--repetitions, 3 by default) are spread over --rounds (3 by
+default) and interleaved: round 1 runs every (entry, row) of the step once, a process each, the
+peers of one entry back to back; then round 2 runs the whole plan again, and so on. Each process
+runs its share of the repetitions (Google Benchmark's --benchmark_repetitions: 3 over 3 rounds is
+one each). So a slow minute of a shared machine lands on one sample of many rows, not on every
+sample of one row. A row's figures over its rounds:
+  ns_per_pair     the median of its samples from all rounds
+  peak_rss_kb     the largest of its rounds
+  end_rss_kb, moves, stopped_at_kb, and a trace's row and memory curve (trace_results.py)
+                  those of its median round: the round whose own median is nearest the row's
+                  (the trace row's ns_per_op is the row's median, its peak RSS the largest)
+The entries that run once per process (iterations:1/repeats:1, the big-block workloads and the
+traces) run once per round. An entry skipped in a round is not run again; a row that fails in
+any round is left out.
 
 Writes, for the steps it ran (rows of other steps are kept):
   docs/results/results.csv        workload,allocator,threads,ns_per_pair,ratio_vs_glibc,peak_rss_kb,
@@ -15,11 +30,12 @@ Writes, for the steps it ran (rows of other steps are kept):
                                   other rows): end_rss_kb (the resident set at the end of the run,
                                   not the peak), moves (reallocs that moved the block),
                                   stopped_at_kb (a growth stopped by its time budget)
-  docs/results/raw/<step>.json    the Google Benchmark JSON of every run (a filtered run replaces
-                                  only the runs it repeated)
+  docs/results/raw/<step>.json    the Google Benchmark JSON of every process, one per row and
+                                  round ("tierpool_row" names the row and its round; a filtered
+                                  run replaces only the rows it repeated)
   docs/results/instructions.csv   (--instructions) callgrind instructions per pair
-  docs/results/durations.csv      how long each step took: processes and seconds of timings,
-                                  callgrind runs and seconds (unfiltered runs only)
+  docs/results/durations.csv      how long each step took: processes (of all rounds) and seconds
+                                  of timings, callgrind runs and seconds (unfiltered runs only)
 and prints one side-by-side table per workload.
 """
 import argparse
@@ -117,8 +133,8 @@ def regex_escape(text):
 
 
 def run_entry(binary, name, repetitions, min_time, preload):
-    """Runs one entry in its own process; returns (median ns/pair, peak RSS KiB, json, provider,
-    {CSV column: value} of the counters the workload reported itself)."""
+    """Runs one entry in its own process; returns (ns/pair of each repetition, peak RSS KiB, json,
+    provider, {CSV column: value} of the counters the workload reported itself)."""
     env = dict(os.environ)
     if preload:
         env["LD_PRELOAD"] = preload
@@ -159,7 +175,7 @@ def run_entry(binary, name, repetitions, min_time, preload):
         for counter, column in WORKLOAD_COUNTERS.items():
             if counter in b:
                 extra[column] = str(int(round(b[counter])))
-    return statistics.median(samples), peak, data, provider, extra
+    return samples, peak, data, provider, extra
 
 
 def check_provider(row, preload, provider):
@@ -232,43 +248,68 @@ def measure_step(build_dir, step, args, notes):
             plan += [(name, lib, path) for lib, path in libs]
         else:
             plan.append((name, allocator, None))
-    rows, raw = [], []
-    trace_rows, trace_curves = [], []
-    ran = set()
+    shares = round_repetitions(args.repetitions, args.rounds)
+    runs = {}  # (entry, row) -> one {samples, peak, extra, data, curve} per round it ran
+    dropped = set()  # (entry, row) skipped or failed: not run again
+    raw, trace_rows = [], []
+    total = len(plan) * len(shares)
     started = time.monotonic()
-    for i, (name, row, preload) in enumerate(plan, 1):
+    for k, repetitions in enumerate(shares, 1):
+        for i, (name, row, preload) in enumerate(plan, 1):
+            if (name, row) in dropped:
+                continue
+            workload, _, threads = parse_name(name)
+            where = f"[{k}/{len(shares)} {i}/{len(plan)}] {step}"
+            t0 = time.monotonic()
+            try:
+                samples, rss_kb, data, provider, extra = run_entry(binary, name, repetitions,
+                                                                   args.min_time, preload)
+                if parse_name(name)[1] == "malloc":
+                    check_provider(row, preload, provider)
+            except trace_results.Skipped as e:
+                notes.append(f"skipped {row} on {workload}: {e}")
+                print(f"{where} {name} as {row}: skipped ({e})", flush=True)
+                dropped.add((name, row))
+                if (name, row) not in runs:
+                    trace_rows.append(trace_results.skipped_row(workload, row, threads, str(e)))
+                continue
+            except RuntimeError as e:
+                notes.append(f"FAILED {step} {name} as {row}: {e}")
+                print(f"{where} {name} as {row}: FAILED ({e})", flush=True)
+                dropped.add((name, row))
+                runs.pop((name, row), None)
+                continue
+            data["tierpool_row"] = {"step": step, "allocator": row, "preload": preload,
+                                    "round": k}
+            curve = data.pop("tierpool_curve", None)
+            raw.append(data)
+            runs.setdefault((name, row), []).append(
+                {"samples": samples, "peak": rss_kb, "extra": extra, "data": data,
+                 "curve": curve})
+            elapsed = time.monotonic() - started
+            print(f"{where} {workload} T={threads} {row:<18} "
+                  f"{statistics.median(samples):9.2f} ns/pair {rss_kb / 1024:7.1f} MiB"
+                  f"{describe_extra(extra)}  ({time.monotonic() - t0:.1f}s, {elapsed:.0f}s so far)",
+                  flush=True)
+    # A row that failed in some round is left out, the runs of its other rounds with it.
+    ran = {raw_key(r["data"]) for v in runs.values() for r in v}
+    raw = [d for d in raw if raw_key(d) in ran]
+    rows, trace_curves = [], []
+    for name, row, _ in plan:
+        if (name, row) not in runs:
+            continue
         workload, _, threads = parse_name(name)
-        t0 = time.monotonic()
-        try:
-            ns, rss_kb, data, provider, extra = run_entry(binary, name, args.repetitions,
-                                                          args.min_time, preload)
-            if parse_name(name)[1] == "malloc":
-                check_provider(row, preload, provider)
-        except trace_results.Skipped as e:
-            notes.append(f"skipped {row} on {workload}: {e}")
-            print(f"[{i}/{len(plan)}] {step} {name} as {row}: skipped ({e})", flush=True)
-            trace_rows.append(trace_results.skipped_row(workload, row, threads, str(e)))
-            continue
-        except RuntimeError as e:
-            notes.append(f"FAILED {step} {name} as {row}: {e}")
-            print(f"[{i}/{len(plan)}] {step} {name} as {row}: FAILED ({e})", flush=True)
-            continue
-        data["tierpool_row"] = {"step": step, "allocator": row, "preload": preload}
-        raw.append(data)
-        ran.add(raw_key(data))
-        result = {"workload": f"{step_id(step)}/{workload}", "allocator": row,
-                  "threads": threads, "ns_per_pair": f"{ns:.3f}", "peak_rss_kb": rss_kb,
-                  "ratio_vs_glibc": "", **{k: "" for k in OPTIONAL_FIELDS}, **extra}
-        rows.append(result)
+        result, median_round = combine_rounds(runs[(name, row)])
+        rows.append({"workload": f"{step_id(step)}/{workload}", "allocator": row,
+                     "threads": threads, **result})
         if trace_results.is_trace(workload):
-            trace_row, curve = trace_results.row_from_run(workload, row, threads, data,
-                                                          data.pop("tierpool_curve", None))
+            trace_row, curve = trace_results.row_from_run(workload, row, threads,
+                                                          median_round["data"],
+                                                          median_round["curve"])
+            trace_row["ns_per_op"] = f"{float(result['ns_per_pair']):.2f}"
+            trace_row["peak_rss_kb"] = result["peak_rss_kb"]
             trace_rows.append(trace_row)
             trace_curves += curve
-        elapsed = time.monotonic() - started
-        print(f"[{i}/{len(plan)}] {step} {workload} T={threads} {row:<18} {ns:9.2f} ns/pair "
-              f"{rss_kb / 1024:7.1f} MiB{describe_extra(result)}  "
-              f"({time.monotonic() - t0:.1f}s, {elapsed:.0f}s so far)", flush=True)
     set_glibc_ratios(rows)
     trace_results.merge(trace_rows, trace_curves, write_csv)
     (RESULTS / "raw").mkdir(parents=True, exist_ok=True)
@@ -277,7 +318,24 @@ def measure_step(build_dir, step, args, notes):
         # A filtered run keeps the runs it did not repeat, as it keeps their rows in the CSV.
         raw = [d for d in json.loads(raw_path.read_text()) if raw_key(d) not in ran] + raw
     raw_path.write_text(json.dumps(raw, indent=1))
-    return rows, len(plan)
+    return rows, total
+
+
+def round_repetitions(repetitions, rounds):
+    """How many Google Benchmark repetitions each round's process runs: `repetitions` spread
+    over at most that many rounds, the earlier rounds taking the remainder (5 over 3: 2, 2, 1)."""
+    rounds = max(1, min(rounds, repetitions))
+    return [repetitions // rounds + (k < repetitions % rounds) for k in range(rounds)]
+
+
+def combine_rounds(rounds):
+    """A row's results.csv fields from its rounds, and its median round: the median of all the
+    samples, the largest peak RSS, the big-block counters of the round whose median is nearest."""
+    ns = statistics.median(s for r in rounds for s in r["samples"])
+    middle = min(rounds, key=lambda r: abs(statistics.median(r["samples"]) - ns))
+    result = {"ns_per_pair": f"{ns:.3f}", "peak_rss_kb": max(r["peak"] for r in rounds),
+              "ratio_vs_glibc": "", **{k: "" for k in OPTIONAL_FIELDS}, **middle["extra"]}
+    return result, middle
 
 
 def raw_key(data):
@@ -395,7 +453,10 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("steps", nargs="*", help="step folders (default: every step)")
     ap.add_argument("--build", default=str(ROOT / "build" / "release"))
-    ap.add_argument("--repetitions", type=int, default=3)
+    ap.add_argument("--repetitions", type=int, default=3,
+                    help="samples of each row, over all rounds")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="times the whole plan of a step runs, one process per row each time")
     ap.add_argument("--min-time", type=float, default=0.2)
     ap.add_argument("--filter", help="regex on entry names (workload/allocator/threads:N)")
     ap.add_argument("--instructions", action="store_true", help="also count with callgrind")

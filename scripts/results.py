@@ -81,15 +81,17 @@ OTHER_COLORS = ["#e41a1c", "#e7298a", "#1b9e77", "#e6ab02", "#17becf", "#bcbd22"
 HEADLINE_COLORS = {"the step": "tab:red", **PEER_COLORS}
 # Values spanning more than this factor get a log axis.
 LOG_SPAN = 30
-# A row whose repetitions (docs/results/raw/) differ by more than this factor is bimodal: its
-# median stands for no typical run. Tables mark it, and the headline never divides by it.
+# A row whose repetitions, those of all the runner's rounds (docs/results/raw/), differ by more
+# than this factor is bimodal: its median stands for no typical run. Tables mark it, and the
+# headline never divides by it.
 BIMODAL = 1.5
 _RANGES = {}
 
 
 def repetition_ranges():
     """(workload, allocator, threads) -> (fastest, slowest repetition) in ns per pair, from the
-    Google Benchmark JSON that `make bench` keeps in docs/results/raw/."""
+    Google Benchmark JSON that `make bench` keeps in docs/results/raw/: one process per row and
+    round (tierpool_row.round), or, in a file written before rounds, one process per row."""
     if _RANGES:
         return _RANGES
     for path in sorted((RESULTS / "raw").glob("*.json")):
@@ -924,7 +926,7 @@ def write_index(rows, instr, plots):
              "`workload` is `<step>/<workload>`: each step runs its workloads against its own "
              "allocators and every peer in one run, so ratios compare numbers taken minutes "
              "apart, not days. `ns per pair` is the wall time of all threads divided by all "
-             "alloc+free pairs (median of the repetitions); peak RSS is the benchmark process's "
+             "alloc+free pairs (median of the repetitions of all rounds); peak RSS is the benchmark process's "
              "high-water mark (VmHWM, read by the process itself), its own few MiB included; "
              "the `baseline` row never reuses memory within a round, so its RSS is no floor. "
              "The big-block workloads of step 06 (`realloc-grow`, `calloc-sparse`, `release-64k`, "
