@@ -62,10 +62,9 @@ const bool registered = [] {
   // The ladder, cumulative: the plain design, then one rung more per row; the last row is
   // step05-objectpool itself (DefaultPoolTraits), registered below with more thread counts.
   RegisterRung<PlainPoolTraits>("step05-plain");
-  RegisterRung<WithSpareList<>>("step05-plus-spare");
-  RegisterRung<WithUnrolledList<WithSpareList<>>>("step05-plus-unrolled");
-  RegisterRung<WithInterleavedChains<WithUnrolledList<WithSpareList<>>>>("step05-plus-chains");
-  RegisterRung<WithItemPrefetch<WithInterleavedChains<WithUnrolledList<WithSpareList<>>>>>(
+  RegisterRung<WithUnrolledList<>>("step05-plus-unrolled");
+  RegisterRung<WithInterleavedChains<WithUnrolledList<>>>("step05-plus-chains");
+  RegisterRung<WithItemPrefetch<WithInterleavedChains<WithUnrolledList<>>>>(
       "step05-plus-items-ahead");
 
   RegisterThreads<Shuffle64Workload, Fast>("step05-objectpool", {1, 2, 4, 8, 16});

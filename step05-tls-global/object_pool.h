@@ -16,8 +16,7 @@
 //
 // This file is the plain design: PlainPoolTraits builds it, one linked free list per thread. The
 // speed of ObjectPool<T> (DefaultPoolTraits) comes from rungs that the Traits switch on, one at
-// a time (the ladder below; the chapter measures each):
-//   WithSpareList          a LocalPool keeps one full list back (RetireFullList())
+// a time (the ladder below; the chapter measures each, and the one that was tried and removed):
 //   WithUnrolledList       a free slot holds the addresses of other free slots (unrolled_list.h)
 //   WithInterleavedChains  the list's nodes dealt onto 8 chains, each next node prefetched
 //   WithItemPrefetch       the items of the node two down prefetched when a node is started
@@ -92,7 +91,6 @@ struct PlainPoolTraits {
   static void UnmapChunk(void* p, std::size_t bytes) noexcept { munmap(p, bytes); }
 
   // The rungs of the ladder, all off: one linked free list, pushed at every Free.
-  static constexpr bool kSpareList = false;
   static constexpr bool kUnrolledList = false;
   static constexpr std::size_t kChains = 1;
   static constexpr std::size_t kItemsAhead = 0;
@@ -102,13 +100,8 @@ struct PlainPoolTraits {
 
 // --- The ladder: each rung a Traits on top of the one below -------------------------------
 // [snippet:ladder]
-// A full list is kept back as a spare; only the older of two full lists goes to the GlobalPool.
-template <class Base = PlainPoolTraits>
-struct WithSpareList : Base {
-  static constexpr bool kSpareList = true;
-};
 // One free slot carries the addresses of up to seven others (64-byte slots).
-template <class Base>
+template <class Base = PlainPoolTraits>
 struct WithUnrolledList : Base {
   static constexpr bool kUnrolledList = true;
 };
@@ -130,8 +123,7 @@ struct WithRecentFrees : Base {
 
 // ObjectPool<T>'s default: every rung that pays.
 struct DefaultPoolTraits
-    : WithRecentFrees<WithItemPrefetch<WithInterleavedChains<WithUnrolledList<WithSpareList<>>>>> {
-};
+    : WithRecentFrees<WithItemPrefetch<WithInterleavedChains<WithUnrolledList<>>>> {};
 // [/snippet]
 
 // What a pool holds, for tests and for the curious.
@@ -495,7 +487,6 @@ class ObjectPool {
     ObjectPool* const owner_;
     GlobalPool* const global_pool_;
     FreeSlots freeslots_;  // hands out and takes back, LIFO: the last freed is the next given
-    FreeSlots spare_;      // rung WithSpareList: one full list kept back (see RetireFullList)
     // Rung WithRecentFrees: the objects freed last, the first handed out (MoveRecentToList).
     [[no_unique_address]] Recent recent_;
     BlockRest block_;  // the article's block_/idx_: what is left to carve
@@ -648,16 +639,14 @@ class ObjectPool {
     }
   }
 
-  // The thread exits (or, with a temporary LocalPool, one call is done): give back the spare
-  // list, the current list and the Block's rest. Caller holds RegistryMutex() or owns `local`.
+  // The thread exits (or, with a temporary LocalPool, one call is done): give back the list
+  // and the Block's rest. Caller holds RegistryMutex() or owns `local`.
   void Drain(LocalPool& local) noexcept {
     if constexpr (kRecentSize > 0) PushRecent(local, local.recent_.count_);
     GlobalPool& global = *local.global_pool_;
-    if (local.spare_.length_ != 0 && global.PushFreeSlots(local.spare_)) local.spare_ = {};
-    for (FreeSlots* list : {&local.spare_, &local.freeslots_}) {
-      if (list->length_ == 0) continue;
-      global.MergePartial(*list, *this);
-      *list = {};
+    if (local.freeslots_.length_ != 0) {
+      global.MergePartial(local.freeslots_, *this);
+      local.freeslots_ = {};
     }
     if (local.block_.next_ != local.block_.end_) global.ReturnBlockRest(local.block_);
     local.block_ = {};
@@ -668,16 +657,10 @@ class ObjectPool {
     locals_.erase(std::find(locals_.begin(), locals_.end(), &local));
   }
 
-  // The local list is empty. In the article's order, reuse before new memory: the spare list,
-  // a list from this thread's GlobalPool, one from another GlobalPool, the rest of this
+  // The local list is empty. In the article's order, reuse before new memory: a list from this
+  // thread's GlobalPool, one from another GlobalPool, the rest of this
   // thread's Block, a Block rest left by an exited thread, a new Block.
   __attribute__((noinline)) void* AllocateSlow(LocalPool& local) noexcept {
-    if (Traits::kSpareList && local.spare_.length_ != 0) {
-      local.freeslots_ = local.spare_;
-      local.spare_ = {};
-      local.freeslots_.PrefetchHeads();
-      return PopLocal(local);
-    }
     if (FetchFreeSlots(local)) {
       local.freeslots_.PrefetchHeads();
       return PopLocal(local);
@@ -753,38 +736,25 @@ class ObjectPool {
     local.recent_.DropOldest(count);
   }
 
-  // A full local list. The article parks it in the GlobalPool at once; then a thread whose
-  // alloc/free pattern hovers around kFreeSlotsSize would take the global lock on every call.
-  // Rung WithSpareList: the first full list becomes the spare; only when a second fills does the
-  // older one go to the GlobalPool (a two-magazine cache, as in Bonwick's slab allocator).
+  // A full local list goes to the GlobalPool whole, as in the article. (A spare list kept back,
+  // Bonwick's second magazine, was a rung once: the chapter says what it measured.)
   __attribute__((noinline)) void RetireFullList(LocalPool& local) noexcept {
-    if constexpr (!Traits::kSpareList) {
-      if (local.global_pool_->PushFreeSlots(local.freeslots_)) local.freeslots_ = {};
-      return;  // else: out of memory for the manager's vector; the list stays here, longer
-    }
-    if (local.spare_.length_ == 0) {
-      local.spare_ = local.freeslots_;
-      local.freeslots_ = {};
-      return;
-    }
-    if (local.global_pool_->PushFreeSlots(local.spare_)) {
-      local.spare_ = local.freeslots_;
-      local.freeslots_ = {};
-    }
+    if (local.global_pool_->PushFreeSlots(local.freeslots_)) local.freeslots_ = {};
     // else: out of memory for the manager's vector; the list simply stays here, longer
   }
 
   // --- Without a LocalPool: a thread past its thread_local destructors, or out of memory ------
   // A temporary LocalPool does the one operation and is drained at once: slow, always correct.
+  // Out of line, as AllocateSlow(): inlined, they cost the fast path of W1 3 instructions a pair.
 
-  void* AllocateWithoutLocalPool() noexcept {
+  __attribute__((noinline)) void* AllocateWithoutLocalPool() noexcept {
     LocalPool temporary(this, &global_pools_[0]);
     void* p = AllocateSlow(temporary);
     Drain(temporary);
     return p;
   }
 
-  void FreeWithoutLocalPool(Slot* slot) noexcept {
+  __attribute__((noinline)) void FreeWithoutLocalPool(Slot* slot) noexcept {
     LocalPool temporary(this, &global_pools_[0]);
     temporary.freeslots_.Push(slot, *this);
     Drain(temporary);

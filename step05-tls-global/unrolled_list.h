@@ -128,7 +128,7 @@ struct UnrolledFreeSlots {
     return {top, true};
   }
 
-  // A list that comes from elsewhere (a GlobalPool, the spare): its top nodes are cold.
+  // A list that comes from a GlobalPool: its top nodes are cold.
   void PrefetchHeads() const noexcept {
     if constexpr (kChains > 1) {
       for (Slot* head : heads_)

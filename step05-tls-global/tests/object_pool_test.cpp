@@ -150,11 +150,12 @@ TEST(ObjectPool, ReuseFirstTheLastFreedIsTheNextHandedOut) {
 }
 
 // The same over every layer a free passes through with the default lists: the array of recent
-// frees, the moves of its older half into the list (items and nodes on all eight chains), the
-// spare list and the lists parked in the GlobalPool. 2000 frees come back exactly reversed.
+// frees, the moves of its older half into the list (items and nodes on all eight chains) and the
+// lists parked in the GlobalPool (the plain pool: its list and the GlobalPool). 2000 frees come
+// back exactly reversed.
 struct SmallArray : PoolTraits {
-  static constexpr std::size_t kRecentSize =
-      RecentOr(6);  // moves of 3: runs that cross node boundaries
+  // Moves of 3: runs that cross node boundaries.
+  static constexpr std::size_t kRecentSize = RecentOr(6);
 };
 
 TEST(ObjectPool, ReuseFirstHoldsThroughTheArrayTheChainsAndTheGlobalPool) {
