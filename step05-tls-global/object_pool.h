@@ -16,7 +16,7 @@
 //
 // This file is the plain design: PlainPoolTraits builds it, one linked free list per thread. The
 // speed of ObjectPool<T> (DefaultPoolTraits) comes from rungs that the Traits switch on, one at
-// a time (the ladder below; the chapter measures each, and the one that was tried and removed):
+// a time (the ladder below; the chapter measures each rung, and one that was tried and removed):
 //   WithUnrolledList       a free slot holds the addresses of other free slots (unrolled_list.h)
 //   WithInterleavedChains  the list's nodes dealt onto 8 chains, each next node prefetched
 //   WithItemPrefetch       the items of the node two down prefetched when a node is started
