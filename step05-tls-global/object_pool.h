@@ -22,6 +22,10 @@
 //   WithItemPrefetch       the items of the node two down prefetched when a node is started
 //   WithRecentFrees        frees go into an array first, half of it moved at a time
 //                          (recent_frees.h)
+// To read the plain design: PlainPoolTraits, PlainFreeSlots, then ObjectPool from "The data
+// structures of article 000" to "Without a LocalPool". The `if constexpr` branches there are the
+// rungs' hooks; the sections after it (the memory tools, the hardened mode) are not needed to
+// follow the design.
 #pragma once
 
 #include <sys/mman.h>
