@@ -13,6 +13,8 @@ A generated block is what a chapter quotes; it looks like
                                                   malloc library, ratios to the best of each row)
     <!-- results durations -->                   (how long each step's benchmark took; links
                                                   written for a page in docs/)
+    <!-- results ladder=step05 -->               (a step's optimisation ladder, rung by rung:
+                                                  time and instructions per pair, see LADDERS)
     ...generated, never edited by hand...
     <!-- /results -->
 
@@ -479,6 +481,93 @@ def instruction_table(rows, workload, only=None):
             f"the baseline):\n\n" + "\n".join(out) + "\n")
 
 
+# A step's optimisation ladder: its plain design first, then one rung more per row, the last row
+# the step's final allocator; and the (workload, threads) it is measured on. results.py draws it
+# as a waterfall (<step>_ladder.png: time and callgrind instructions per pair, rung by rung) and
+# renders it as a table (<!-- results ladder=<step> -->).
+LADDERS = {
+    "step05": {
+        "rungs": ["step05-plain", "step05-plus-unrolled",
+                  "step05-plus-chains", "step05-plus-items-ahead", "step05-objectpool"],
+        "workloads": [("rational", 1), ("shuffle64", 1), ("shuffle64", 16), ("xthread", 2)],
+        "peers": ["glibc", "mimalloc"],
+    },
+}
+
+
+def ladder_cells(rows, instr, step):
+    """{(rung, column): value}: ns per pair of every (workload, threads) of the ladder, and
+    instructions per pair (callgrind, one thread) of each workload that has them."""
+    spec = LADDERS[step]
+    names = spec["rungs"] + spec["peers"]
+    cells = {}
+    for r in rows:
+        for w, t in spec["workloads"]:
+            if (r["workload"] == f"{step}/{w}" and int(r["threads"]) == t
+                    and r["allocator"] in names):
+                cells[(r["allocator"], f"{w}@{t}")] = float(r["ns_per_pair"])
+    for r in instr:
+        w = r["workload"].split("/", 1)[-1]
+        if r["workload"].startswith(step + "/") and r["allocator"] in names:
+            cells[(r["allocator"], f"{w} instr")] = float(r["instructions_per_pair"])
+    columns = [f"{w}@{t}" for w, t in spec["workloads"]]
+    columns += [f"{w} instr" for w in dict.fromkeys(w for w, _ in spec["workloads"])
+                if any(c == f"{w} instr" for _, c in cells)]
+    return names, columns, cells
+
+
+def within_noise(step, column, a, b, a_value, b_value):
+    """Whether rung a's figure in `column` is no change from rung b's: instructions within 3 %;
+    times whose repetitions (docs/results/raw/) overlap, fastest to slowest, or, without them,
+    times within 3 % of each other."""
+    if column.endswith("instr"):
+        return abs(a_value / b_value - 1) < 0.03
+    workload, threads = column.split("@")
+    ranges = repetition_ranges()
+    ra = ranges.get((f"{step}/{workload}", a, int(threads)))
+    rb = ranges.get((f"{step}/{workload}", b, int(threads)))
+    if ra and rb:
+        return ra[0] <= rb[1] and rb[0] <= ra[1]
+    return abs(a_value / b_value - 1) < 0.03
+
+
+def ladder_table(rows, instr, step):
+    """Markdown: a row per rung (then the peers), a column per workload; each rung's cell says how
+    it moved from the rung above (×, the rung's over the one before; ≈ within the level)."""
+    if step not in LADDERS:
+        raise SystemExit(f"no ladder for {step}")
+    names, columns, cells = ladder_cells(rows, instr, step)
+    if not any(k[0] == LADDERS[step]["rungs"][0] for k in cells):
+        return f"*No results for `{step}`'s ladder yet: run `make bench STEP=...`.*\n"
+    rungs = LADDERS[step]["rungs"]
+
+    def head(c):
+        w, rest = c.split("@") if "@" in c else (c.split()[0], None)
+        return f"{w}, {rest} thr. ns" if rest else f"{w}, instr."
+
+    out = ["| rung | " + " | ".join(head(c) for c in columns) + " |",
+           "|---|" + "---:|" * len(columns)]
+    for i, name in enumerate(names):
+        row = []
+        for c in columns:
+            v = cells.get((name, c))
+            if v is None:
+                row.append("–")
+                continue
+            text = f"{v:.0f}" if c.endswith("instr") else fmt_ns(v)
+            before = cells.get((rungs[i - 1], c)) if 0 < i < len(rungs) else None
+            if before:
+                close = within_noise(step, c, name, rungs[i - 1], v, before)
+                text += f" ({'≈' if close else ''}{v / before:.2f}×)"
+            row.append(text)
+        out.append(f"| {name} | " + " | ".join(row) + " |")
+    return (f"`{step}`'s ladder, per alloc+free pair: ns (threads as marked; median of the "
+            f"repetitions) and callgrind instructions (one thread); in brackets each rung over "
+            f"the rung above, ≈ where that is within the noise: the two rows' repetitions "
+            f"overlap (fastest to slowest), or the instructions differ by less than 3 %:\n\n"
+            + "\n".join(out) + "\n")
+
+
 def step_rows(rows, step, workload, threads):
     return {r["allocator"]: float(r["ns_per_pair"]) for r in rows
             if r["workload"] == f"{step}/{workload}" and int(r["threads"]) == threads}
@@ -568,6 +657,8 @@ def render(spec, rows, instr):
         return headline_table(rows)
     if spec.strip() == "final":
         return final_table(rows)
+    if "ladder" in fields:
+        return ladder_table(rows, instr, fields["ladder"])
     if "table" in fields:
         threads = [int(t) for t in fields["threads"].split(",")] if "threads" in fields else None
         only = fields["only"].split(",") if "only" in fields else None
@@ -757,7 +848,56 @@ def refresh_blocks(rows, instr, check, missing=None, flipped=None):
     return stale
 
 
-def plot(rows):
+def plot_ladder(plt, rows, instr, step, colors):
+    """The waterfall of a step's ladder: a panel per workload (time) and per counted workload
+    (instructions), a bar per rung from the plain design down to the final allocator, each
+    labelled with its value and its change from the rung above; the peers as dashed lines."""
+    names, columns, cells = ladder_cells(rows, instr, step)
+    rungs = LADDERS[step]["rungs"]
+    columns = [c for c in columns if any((r, c) in cells for r in rungs)]
+    if not columns:
+        return None
+    cols = 3
+    lines = (len(columns) + cols - 1) // cols
+    fig, axes = plt.subplots(lines, cols, figsize=(15, 0.6 + 2.4 * lines), squeeze=False)
+    for ax, c in zip(axes.flat, columns):
+        present = [r for r in rungs if (r, c) in cells]
+        values = [cells[(r, c)] for r in present]
+        instructions = c.endswith("instr")
+        for y, (r, v) in enumerate(zip(present, values)):
+            ax.barh(y, v, **bar_style(r, colors))
+            above = rungs[rungs.index(r) - 1] if rungs.index(r) else None
+            before = cells.get((above, c)) if above else None
+            change = ""
+            if before:
+                close = within_noise(step, c, r, above, v, before)
+                change = f"  {'≈' if close else ''}{v / before:.2f}×"
+            ax.text(v, y, f" {v:.0f}{change}" if instructions else f" {fmt_ns(v)}{change}",
+                    va="center", fontsize=7)
+        peak = max(values)
+        for peer in LADDERS[step]["peers"]:
+            v = cells.get((peer, c))
+            if v is not None:
+                ax.axvline(v, color=colors.get(peer, "black"), linestyle="--", linewidth=1)
+                ax.text(v, len(present) - 0.4, f" {peer}", color=colors.get(peer, "black"),
+                        fontsize=7, va="bottom")
+                peak = max(peak, v)
+        ax.set_yticks(range(len(present)), [r.replace(step + "-", "") for r in present],
+                      fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(0, peak * 1.45)
+        w = c.split("@")[0].split()[0]
+        ax.set_title(f"{w}, callgrind instructions per pair" if instructions else
+                     f"{w}, {c.split('@')[1]} thread(s), ns per pair", fontsize=9)
+    for ax in list(axes.flat)[len(columns):]:
+        ax.axis("off")
+    fig.suptitle(f"{step}: the plain design, then one rung more per bar (lower is better; "
+                 f"× = over the bar above, ≈ within the noise)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot(rows, instr=()):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -780,6 +920,12 @@ def plot(rows):
         fig.savefig(out, dpi=90)
         plt.close(fig)
         written.append(out.name)
+    for step in LADDERS:
+        fig = plot_ladder(plt, rows, instr, step, colors)
+        if fig is not None:
+            fig.savefig(RESULTS / f"{step}_ladder.png", dpi=90)
+            written.append(f"{step}_ladder.png")
+            plt.close(fig)
     fig = plot_final(plt, rows)
     if fig is not None:
         fig.savefig(RESULTS / "final.png", dpi=90)
@@ -941,6 +1087,11 @@ def write_index(rows, instr, plots):
              "![headline](headline.png)\n", "<!-- results headline -->\n<!-- /results -->\n",
              "![the final allocator beside the malloc libraries](final.png)\n",
              "<!-- results final -->\n<!-- /results -->\n"]
+    for step in LADDERS:
+        parts.append(f"## {step}'s ladder\n")
+        if f"{step}_ladder.png" in plots:
+            parts.append(f"![{step}'s ladder]({step}_ladder.png)\n")
+        parts.append(f"<!-- results ladder={step} -->\n<!-- /results -->\n")
     for workload in sorted(by_workload(rows)):
         if trace_results.is_trace(workload):
             continue  # in the traces' section below
@@ -976,7 +1127,7 @@ def main():
         return 1 if stale or missing else 0
     plots = []
     try:
-        plots = plot(rows)
+        plots = plot(rows, instr)
     except ImportError:
         print("note: matplotlib is missing (apt-get install python3-matplotlib): no plots")
     write_index(rows, instr, plots)

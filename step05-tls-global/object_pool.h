@@ -9,12 +9,23 @@
 //   - a thread that exits gives its free lists and the uncarved rest of its Block back;
 //   - a LocalPool whose own GlobalPool is empty takes lists from the other GlobalPools before it
 //     asks for new memory (a producer/consumer pair stays bounded);
-//   - a LocalPool keeps one spare full list, so a thread that alternates alloc/free at the
-//     kFreeSlotsSize boundary does not hit the global lock every time;
 //   - many pools of the same type, pools that die while threads live, threads that die while
 //     pools live; chunks are mmap'ed and unmapped when the pool dies;
 //   - ASan/valgrind see every slot (memory_tools.h) and a hardened mode catches double frees and
 //     foreign pointers, and keeps the addresses stored in free slots encoded (see FollowLink()).
+//
+// This file is the plain design: PlainPoolTraits builds it, one linked free list per thread. The
+// speed of ObjectPool<T> (DefaultPoolTraits) comes from rungs that the Traits switch on, one at
+// a time (the ladder below; the chapter measures each rung, and one that was tried and removed):
+//   WithUnrolledList       a free slot holds the addresses of other free slots (unrolled_list.h)
+//   WithInterleavedChains  the list's nodes dealt onto 8 chains, each next node prefetched
+//   WithItemPrefetch       the items of the node two down prefetched when a node is started
+//   WithRecentFrees        frees go into an array first, half of it moved at a time
+//                          (recent_frees.h)
+// To read the plain design: PlainPoolTraits, PlainFreeSlots, then ObjectPool from "The data
+// structures of article 000" to "Without a LocalPool". The `if constexpr` branches there are the
+// rungs' hooks; the sections after it (the memory tools, the hardened mode) are not needed to
+// follow the design.
 #pragma once
 
 #include <sys/mman.h>
@@ -31,12 +42,15 @@
 #include <new>
 #include <shared_mutex>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "lock_policies.h"  // step04: the spinlock
 #include "memory_tools.h"
+#include "recent_frees.h"
 #include "tierpool_common/encoded_link.h"
+#include "unrolled_list.h"
 
 #define STEP05_LIKELY(x) __builtin_expect(!!(x), 1)
 #define STEP05_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -53,11 +67,11 @@ inline constexpr bool kHardenedByDefault = true;
 inline constexpr bool kHardenedByDefault = false;
 #endif
 
-// The tunables. Derive from this struct and redefine what you want to change:
+// The tunables. Derive from a Traits struct and redefine what you want to change:
 //   struct BigLists : step05::DefaultPoolTraits { static constexpr std::size_t kFreeSlotsSize =
 //   1024; }; step05::ObjectPool<Order, BigLists> orders;
 // [snippet:traits]
-struct DefaultPoolTraits {
+struct PlainPoolTraits {
   // Slots per Block: what a LocalPool carves without a lock. A thread holds at most one partly
   // carved Block, so this is also the most fresh memory one thread can sit on.
   static constexpr std::size_t kBlockSize = 512;
@@ -67,9 +81,6 @@ struct DefaultPoolTraits {
   // frees (or allocations). A thread caches at most about twice this many free objects in its
   // lists, plus kRecentSize in its array.
   static constexpr std::size_t kFreeSlotsSize = 256;
-  // Freed objects a LocalPool keeps in a plain array before they go into its free list, half
-  // at a time (at least 2). See MoveRecentToList().
-  static constexpr std::size_t kRecentSize = 128;
   // GlobalPools, assigned to threads round-robin: fewer threads per lock, more memory spread.
   static constexpr std::size_t kGlobalPoolNum = 4;
   // Double-free / foreign-pointer detection and the freed-memory fill pattern (see Free()).
@@ -82,7 +93,41 @@ struct DefaultPoolTraits {
     return p == MAP_FAILED ? nullptr : p;
   }
   static void UnmapChunk(void* p, std::size_t bytes) noexcept { munmap(p, bytes); }
+
+  // The rungs of the ladder, all off: one linked free list, pushed at every Free.
+  static constexpr bool kUnrolledList = false;
+  static constexpr std::size_t kChains = 1;
+  static constexpr std::size_t kItemsAhead = 0;
+  static constexpr std::size_t kRecentSize = 0;
 };
+// [/snippet]
+
+// --- The ladder: each rung a Traits on top of the one below -------------------------------
+// [snippet:ladder]
+// One free slot carries the addresses of up to seven others (64-byte slots).
+template <class Base = PlainPoolTraits>
+struct WithUnrolledList : Base {
+  static constexpr bool kUnrolledList = true;
+};
+// The list's nodes dealt round-robin onto 8 chains: the node 8 down is prefetched.
+template <class Base>
+struct WithInterleavedChains : Base {
+  static constexpr std::size_t kChains = 8;
+};
+// Starting a node, the items of the node 2 down are prefetched.
+template <class Base>
+struct WithItemPrefetch : Base {
+  static constexpr std::size_t kItemsAhead = 2;
+};
+// Frees go into an array of 128 first; its older half is moved into the list at a time.
+template <class Base>
+struct WithRecentFrees : Base {
+  static constexpr std::size_t kRecentSize = 128;
+};
+
+// ObjectPool<T>'s default: every rung that pays.
+struct DefaultPoolTraits
+    : WithRecentFrees<WithItemPrefetch<WithInterleavedChains<WithUnrolledList<>>>> {};
 // [/snippet]
 
 // What a pool holds, for tests and for the curious.
@@ -159,6 +204,47 @@ inline std::atomic<std::uint64_t> g_next_pool_id{1};
 
 }  // namespace detail
 
+// A free list as the article has it: each free slot holds the address of the next, and head_ and
+// length_ are all a list exchange needs, so lists move between pools in O(1). Every address
+// written into a free slot goes through pool.EncodeLink(), every one read back through
+// pool.FollowLink() (hardened mode: encoded and checked; otherwise plain).
+// [snippet:plain-list]
+template <class Slot>
+struct PlainFreeSlots {
+  static constexpr std::size_t kObjectsPerNode = 1;  // every free slot is a node
+
+  Slot* head_ = nullptr;
+  std::size_t length_ = 0;
+
+  template <class Pool>
+  void Push(Slot* slot, const Pool& pool) noexcept {
+    tools::OpenSlot(slot, sizeof(Slot*));
+    slot->links_[0] = pool.EncodeLink(head_);
+    tools::CloseSlot(slot, sizeof(Slot));
+    head_ = slot;
+    ++length_;
+  }
+
+  // Pops one slot, left closed (poisoned); second: whether it was a node (it always is here).
+  template <class Pool>
+  std::pair<Slot*, bool> Pop(const Pool& pool) noexcept {
+    Slot* top = head_;
+    tools::OpenSlot(top, sizeof(Slot));
+    head_ = pool.FollowLink(top, top->links_[0]);
+    tools::CloseSlot(top, sizeof(Slot));
+    --length_;
+    return {top, true};
+  }
+  // [/snippet]
+
+  template <class Pool>
+  void PushRange(Slot* const* slots, std::size_t count, const Pool& pool) noexcept {
+    for (std::size_t i = 0; i < count; ++i)
+      Push(slots[i], pool);
+  }
+  void PrefetchHeads() const noexcept {}
+};
+
 template <class T, class Traits = DefaultPoolTraits>
 class ObjectPool {
   static constexpr std::size_t kBlockSize = Traits::kBlockSize;
@@ -168,12 +254,13 @@ class ObjectPool {
   static constexpr std::size_t kRecentSize = Traits::kRecentSize;
   static constexpr bool kHardened = Traits::kHardened;
   static_assert(kBlockSize > 0 && kBlockChunkSize > 0 && kFreeSlotsSize > 1 && kGlobalPoolNum > 0);
-  static_assert(kRecentSize >= 2);
+  static_assert(kRecentSize == 0 || kRecentSize >= 2);
 
   // --- The data structures of article 000 ------------------------------------------------
 
   // One object's memory. While free, its bytes belong to the free list, so a free object costs
-  // no extra memory. The article's Slot holds one link; ours holds kLinks of them (see FreeSlots).
+  // no extra memory. The article's Slot holds one link; the unrolled list uses all the links
+  // that fit (unrolled_list.h).
   static constexpr std::size_t kSlotAlign = alignof(T) > alignof(void*) ? alignof(T)
                                                                         : alignof(void*);
   static constexpr std::size_t kSlotSize =
@@ -184,7 +271,6 @@ class ObjectPool {
     alignas(T) unsigned char storage_[sizeof(T)];
   };
   static_assert(sizeof(Slot) == kSlotSize);
-  static constexpr std::size_t kPerNode = kSlotSize / sizeof(Slot*);  // slots one node accounts for
   // The hardened mode writes this over a freed object and checks it on reuse.
   static constexpr unsigned char kFreedByte = 0xDD;
 
@@ -200,109 +286,16 @@ class ObjectPool {
   };
   static constexpr std::size_t kChunkBytes = sizeof(BlockChunk);
 
-  // A free list: heads and length. Beyond the article, the list is *unrolled* and *interleaved*.
-  // Unrolled: every node is a free slot that holds, besides its link, the addresses of up to
-  // kItemsPerNode other free slots; every node but the top one is full. A 64-byte slot thus
-  // carries eight free objects, and Allocate hands the seven items out without touching them.
-  // Interleaved: the nodes are dealt round-robin onto kChains chains, and a node links to the
-  // next node of its own chain, the one kChains nodes further down. Why: a plain list of objects
-  // freed in random order is a random pointer chase, one cache miss per Allocate that nothing can
-  // overlap (the next address is inside the line being loaded). With kChains chains, the node
-  // needed kChains nodes from now is known as soon as the current one is, so Pop asks for it
-  // (a prefetch) kObjectsPerNode x kChains allocations ahead, and also for the items of the node
-  // after next. heads_ and length_ are all a list exchange needs, so lists still move between pools
-  // in O(1).
-  static constexpr std::size_t kItemsPerNode = kPerNode - 1;         // links_[1..kPerNode)
-  static constexpr std::size_t kObjectsPerNode = kItemsPerNode + 1;  // the node itself too
-  static constexpr std::size_t kChains = 8;
-  // How many nodes ahead Pop prefetches the items of (the node itself came kChains ahead).
-  static constexpr std::size_t kItemsAhead = 2;
-
-  struct FreeSlots {
-    Slot* heads_[kChains] = {};  // the top node of each chain
-    std::size_t length_ = 0;
-
-    // The nodes are numbered from the bottom of the list; node n is on chain n % kChains.
-    static std::size_t ChainOf(std::size_t node) { return node % kChains; }
-
-    // Every address written into a free slot goes through pool.EncodeLink(), and every one read
-    // back through pool.FollowLink() (hardened mode: encoded and checked; otherwise plain).
-    void Push(Slot* slot, const ObjectPool& pool) noexcept {
-      const std::size_t used = length_ % kObjectsPerNode;
-      if (used == 0) {  // empty list or full top node: the freed slot becomes the new top node
-        Slot*& head = heads_[ChainOf(length_ / kObjectsPerNode)];
-        tools::OpenSlot(slot, sizeof(Slot*));
-        slot->links_[0] = pool.EncodeLink(head);
-        tools::CloseSlot(slot, kSlotSize);
-        head = slot;
-      } else {
-        Slot* top = heads_[ChainOf((length_ - 1) / kObjectsPerNode)];
-        tools::OpenSlot(top, kSlotSize);
-        top->links_[used] = pool.EncodeLink(slot);
-        tools::CloseSlot(top, kSlotSize);
-        // An item slot holds nothing of the list, but it is free all the same: closed, so a
-        // use after free of it is reported like one of a node.
-        tools::CloseSlot(slot, kSlotSize);
-      }
-      ++length_;
-    }
-
-    // Push() of slots[0..count), in that order: items go into the top node in one run.
-    void PushRange(Slot* const* slots, std::size_t count, const ObjectPool& pool) noexcept {
-      for (std::size_t i = 0; i < count;) {
-        const std::size_t used = length_ % kObjectsPerNode;
-        if (used == 0) {
-          Push(slots[i++], pool);
-          continue;
-        }
-        Slot* top = heads_[ChainOf((length_ - 1) / kObjectsPerNode)];
-        const std::size_t run = std::min(count - i, kObjectsPerNode - used);
-        tools::OpenSlot(top, kSlotSize);
-        for (std::size_t k = 0; k < run; ++k) {
-          top->links_[used + k] = pool.EncodeLink(slots[i + k]);
-          tools::CloseSlot(slots[i + k], kSlotSize);
-        }
-        tools::CloseSlot(top, kSlotSize);
-        length_ += run;
-        i += run;
-      }
-    }
-
-    // Pops one slot, left closed (poisoned); second: whether it was a node (its bytes hold links).
-    std::pair<Slot*, bool> Pop(const ObjectPool& pool) noexcept {
-      --length_;
-      const std::size_t node = length_ / kObjectsPerNode;
-      const std::size_t items = length_ % kObjectsPerNode;
-      Slot*& head = heads_[ChainOf(node)];
-      Slot* top = head;
-      tools::OpenSlot(top, kSlotSize);
-      if (items == kItemsPerNode && node >= kItemsAhead) {
-        // First use of a full node: the caller will write to the objects it is handed, so ask
-        // for the items of the node kItemsAhead down now (that node was prefetched long ago).
-        // Unchecked: a prefetch of a bad address does nothing; links are checked when followed.
-        Slot* ahead = heads_[ChainOf(node - kItemsAhead)];
-        tools::OpenSlot(ahead, kSlotSize);
-        for (std::size_t i = 1; i <= kItemsPerNode; ++i)
-          __builtin_prefetch(pool.DecodeLink(ahead->links_[i]), 1);
-        tools::CloseSlot(ahead, kSlotSize);
-      }
-      if (items > 0) {
-        Slot* slot = pool.FollowLink(top, top->links_[items]);
-        tools::CloseSlot(top, kSlotSize);
-        return {slot, false};
-      }
-      head = pool.FollowLink(top, top->links_[0]);
-      __builtin_prefetch(head, 1);  // needed kChains nodes from now
-      tools::CloseSlot(top, kSlotSize);
-      return {top, true};
-    }
-
-    // A list that comes from elsewhere (a GlobalPool, the spare): its top nodes are cold.
-    void PrefetchHeads() const noexcept {
-      for (Slot* head : heads_)
-        __builtin_prefetch(head, 1);
-    }
-  };
+  // The list a LocalPool hands out from, and the unit it exchanges with a GlobalPool.
+  using FreeSlots =
+      std::conditional_t<Traits::kUnrolledList,
+                         UnrolledFreeSlots<Slot, Traits::kChains, Traits::kItemsAhead>,
+                         PlainFreeSlots<Slot>>;
+  friend FreeSlots;  // it calls EncodeLink() and FollowLink()
+  // The free objects a LocalPool keeps in front of its list (none in the plain design).
+  using Recent =
+      std::conditional_t<(kRecentSize > 0), RecentFrees<Slot, (kRecentSize > 0 ? kRecentSize : 2)>,
+                         NoRecentFrees>;
 
   // The uncarved rest of a Block: [next_, end_).
   struct BlockRest {
@@ -498,10 +491,8 @@ class ObjectPool {
     ObjectPool* const owner_;
     GlobalPool* const global_pool_;
     FreeSlots freeslots_;  // hands out and takes back, LIFO: the last freed is the next given
-    FreeSlots spare_;      // beyond the article: one full list kept back (see RetireFullList)
-    // Beyond the article: the objects freed last, the first handed out (see MoveRecentToList).
-    std::size_t recent_count_ = 0;
-    Slot* recent_[kRecentSize];
+    // Rung WithRecentFrees: the objects freed last, the first handed out (MoveRecentToList).
+    [[no_unique_address]] Recent recent_;
     BlockRest block_;  // the article's block_/idx_: what is left to carve
   };
 
@@ -549,8 +540,9 @@ class ObjectPool {
   void* Allocate() noexcept {
     LocalPool* local = Local();
     if (STEP05_LIKELY(local != nullptr)) {
-      if (STEP05_LIKELY(local->recent_count_ != 0)) {
-        return HandOutReused(local->recent_[--local->recent_count_], false);
+      if constexpr (kRecentSize > 0) {  // rung WithRecentFrees
+        if (STEP05_LIKELY(!local->recent_.Empty()))
+          return HandOutReused(local->recent_.Take(), false);
       }
       if (STEP05_LIKELY(local->freeslots_.length_ != 0)) return PopLocal(*local);
       return AllocateSlow(*local);
@@ -565,9 +557,14 @@ class ObjectPool {
     TakeBack(slot);
     LocalPool* local = Local();
     if (STEP05_UNLIKELY(local == nullptr)) return FreeWithoutLocalPool(slot);
-    if (STEP05_UNLIKELY(local->recent_count_ == kRecentSize)) MoveRecentToList(*local);
-    tools::CloseSlot(slot, kSlotSize);
-    local->recent_[local->recent_count_++] = slot;
+    if constexpr (kRecentSize > 0) {  // rung WithRecentFrees
+      if (STEP05_UNLIKELY(local->recent_.Full())) MoveRecentToList(*local);
+      tools::CloseSlot(slot, kSlotSize);
+      local->recent_.Put(slot);
+    } else {
+      local->freeslots_.Push(slot, *this);
+      if (STEP05_UNLIKELY(local->freeslots_.length_ >= kFreeSlotsSize)) RetireFullList(*local);
+    }
   }
   // [/snippet]
 
@@ -646,16 +643,14 @@ class ObjectPool {
     }
   }
 
-  // The thread exits (or, with a temporary LocalPool, one call is done): give back the spare
-  // list, the current list and the Block's rest. Caller holds RegistryMutex() or owns `local`.
+  // The thread exits (or, with a temporary LocalPool, one call is done): give back the list
+  // and the Block's rest. Caller holds RegistryMutex() or owns `local`.
   void Drain(LocalPool& local) noexcept {
-    PushRecent(local, local.recent_count_);
+    if constexpr (kRecentSize > 0) PushRecent(local, local.recent_.count_);
     GlobalPool& global = *local.global_pool_;
-    if (local.spare_.length_ != 0 && global.PushFreeSlots(local.spare_)) local.spare_ = {};
-    for (FreeSlots* list : {&local.spare_, &local.freeslots_}) {
-      if (list->length_ == 0) continue;
-      global.MergePartial(*list, *this);
-      *list = {};
+    if (local.freeslots_.length_ != 0) {
+      global.MergePartial(local.freeslots_, *this);
+      local.freeslots_ = {};
     }
     if (local.block_.next_ != local.block_.end_) global.ReturnBlockRest(local.block_);
     local.block_ = {};
@@ -666,16 +661,10 @@ class ObjectPool {
     locals_.erase(std::find(locals_.begin(), locals_.end(), &local));
   }
 
-  // The local list is empty. In the article's order, reuse before new memory: the spare list,
-  // a list from this thread's GlobalPool, one from another GlobalPool, the rest of this
+  // The local list is empty. In the article's order, reuse before new memory: a list from this
+  // thread's GlobalPool, one from another GlobalPool, the rest of this
   // thread's Block, a Block rest left by an exited thread, a new Block.
   __attribute__((noinline)) void* AllocateSlow(LocalPool& local) noexcept {
-    if (local.spare_.length_ != 0) {
-      local.freeslots_ = local.spare_;
-      local.spare_ = {};
-      local.freeslots_.PrefetchHeads();
-      return PopLocal(local);
-    }
     if (FetchFreeSlots(local)) {
       local.freeslots_.PrefetchHeads();
       return PopLocal(local);
@@ -727,12 +716,13 @@ class ObjectPool {
   // so their lines have arrived when they are written, kRecentSize / 2 frees later.
   __attribute__((noinline)) void MoveRecentToList(LocalPool& local) noexcept {
     constexpr std::size_t kMove = kRecentSize / 2;
+    constexpr std::size_t kPerNode = FreeSlots::kObjectsPerNode;
     PushRecent(local, kMove);
     // recent_[i] will be pushed at position length + i: a node where that is a multiple of
-    // kObjectsPerNode (a hint only: a list handed on in between changes the count).
-    const std::size_t used = local.freeslots_.length_ % kObjectsPerNode;
-    for (std::size_t i = used == 0 ? 0 : kObjectsPerNode - used; i < kMove; i += kObjectsPerNode)
-      __builtin_prefetch(local.recent_[i], 1);
+    // kPerNode (a hint only: a list handed on in between changes the count).
+    const std::size_t used = local.freeslots_.length_ % kPerNode;
+    for (std::size_t i = used == 0 ? 0 : kPerNode - used; i < kMove; i += kPerNode)
+      __builtin_prefetch(local.recent_.slots_[i], 1);
   }
 
   // The oldest `count` recent frees go into the free list, in the order they were freed; each
@@ -743,42 +733,32 @@ class ObjectPool {
       // (Longer than full only when retiring failed for want of memory: one at a time then.)
       const std::size_t room = length < kFreeSlotsSize ? kFreeSlotsSize - length : 1;
       const std::size_t run = std::min(count - i, room);
-      local.freeslots_.PushRange(local.recent_ + i, run, *this);
+      local.freeslots_.PushRange(local.recent_.slots_ + i, run, *this);
       i += run;
       if (STEP05_UNLIKELY(local.freeslots_.length_ >= kFreeSlotsSize)) RetireFullList(local);
     }
-    local.recent_count_ -= count;
-    std::memmove(local.recent_, local.recent_ + count, local.recent_count_ * sizeof(Slot*));
+    local.recent_.DropOldest(count);
   }
 
-  // A full local list. The article parks it in the GlobalPool at once; then a thread whose
-  // alloc/free pattern hovers around kFreeSlotsSize would take the global lock on every call.
-  // Instead the first full list becomes the spare; only when a second fills does the older
-  // one go to the GlobalPool (a two-magazine cache, as in Bonwick's slab allocator).
+  // A full local list goes to the GlobalPool whole, as in the article. (A spare list kept back,
+  // Bonwick's second magazine, was a rung once: the chapter says what it measured.)
   __attribute__((noinline)) void RetireFullList(LocalPool& local) noexcept {
-    if (local.spare_.length_ == 0) {
-      local.spare_ = local.freeslots_;
-      local.freeslots_ = {};
-      return;
-    }
-    if (local.global_pool_->PushFreeSlots(local.spare_)) {
-      local.spare_ = local.freeslots_;
-      local.freeslots_ = {};
-    }
+    if (local.global_pool_->PushFreeSlots(local.freeslots_)) local.freeslots_ = {};
     // else: out of memory for the manager's vector; the list simply stays here, longer
   }
 
   // --- Without a LocalPool: a thread past its thread_local destructors, or out of memory ------
   // A temporary LocalPool does the one operation and is drained at once: slow, always correct.
+  // Out of line, as AllocateSlow(): inlined, they cost the fast path of W1 3 instructions a pair.
 
-  void* AllocateWithoutLocalPool() noexcept {
+  __attribute__((noinline)) void* AllocateWithoutLocalPool() noexcept {
     LocalPool temporary(this, &global_pools_[0]);
     void* p = AllocateSlow(temporary);
     Drain(temporary);
     return p;
   }
 
-  void FreeWithoutLocalPool(Slot* slot) noexcept {
+  __attribute__((noinline)) void FreeWithoutLocalPool(Slot* slot) noexcept {
     LocalPool temporary(this, &global_pools_[0]);
     temporary.freeslots_.Push(slot, *this);
     Drain(temporary);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "object_pool.h"
+#include "pool_under_test.h"
 
 namespace {
 
@@ -26,11 +27,11 @@ bool UnderValgrind() {
 
 // Small tunables so that a test crosses every boundary (list full, block used up, chunk used up)
 // with a few dozen objects.
-struct TinyTraits : step05::DefaultPoolTraits {
+struct TinyTraits : PoolTraits {
   static constexpr std::size_t kBlockSize = 8;
   static constexpr std::size_t kBlockChunkSize = 2;
   static constexpr std::size_t kFreeSlotsSize = 4;
-  static constexpr std::size_t kRecentSize = 2;
+  static constexpr std::size_t kRecentSize = RecentOr(2);
   static constexpr std::size_t kGlobalPoolNum = 3;
 };
 
@@ -42,13 +43,13 @@ struct CountingTraits : TinyTraits {
   static void* MapChunk(std::size_t bytes) noexcept {
     if (g_maps_until_failure.load() == 0) return nullptr;
     if (g_maps_until_failure.load() > 0) g_maps_until_failure.fetch_sub(1);
-    void* p = DefaultPoolTraits::MapChunk(bytes);
+    void* p = PoolTraits::MapChunk(bytes);
     if (p != nullptr) g_mapped_chunks.fetch_add(1);
     return p;
   }
   static void UnmapChunk(void* p, std::size_t bytes) noexcept {
     g_mapped_chunks.fetch_sub(1);
-    DefaultPoolTraits::UnmapChunk(p, bytes);
+    PoolTraits::UnmapChunk(p, bytes);
   }
 };
 
@@ -149,10 +150,12 @@ TEST(ObjectPool, ReuseFirstTheLastFreedIsTheNextHandedOut) {
 }
 
 // The same over every layer a free passes through with the default lists: the array of recent
-// frees, the moves of its older half into the list (items and nodes on all eight chains), the
-// spare list and the lists parked in the GlobalPool. 2000 frees come back exactly reversed.
-struct SmallArray : step05::DefaultPoolTraits {
-  static constexpr std::size_t kRecentSize = 6;  // moves of 3: runs that cross node boundaries
+// frees, the moves of its older half into the list (items and nodes on all eight chains) and the
+// lists parked in the GlobalPool (the plain pool: its list and the GlobalPool). 2000 frees come
+// back exactly reversed.
+struct SmallArray : PoolTraits {
+  // Moves of 3: runs that cross node boundaries.
+  static constexpr std::size_t kRecentSize = RecentOr(6);
 };
 
 TEST(ObjectPool, ReuseFirstHoldsThroughTheArrayTheChainsAndTheGlobalPool) {
@@ -292,10 +295,10 @@ TEST(ObjectPool, AProducerConsumerPairStaysBoundedWhileBothRun) {
   consumer.join();
   // In flight at most: the queue, two lists and an array of recent frees per thread, a Block
   // per thread, one list parked.
-  using Defaults = step05::DefaultPoolTraits;
+  using Defaults = PoolTraits;
   const std::size_t bound =
       kQueue + 4 * Defaults::kFreeSlotsSize + 2 * Defaults::kRecentSize + 2 * Defaults::kBlockSize;
-  EXPECT_LE(pool.Stats().blocks_carved * step05::DefaultPoolTraits::kBlockSize, bound + 512);
+  EXPECT_LE(pool.Stats().blocks_carved * PoolTraits::kBlockSize, bound + 512);
 }
 
 TEST(ObjectPool, AnExitingThreadGivesBackItsListsAndTheRestOfItsBlock) {
@@ -343,8 +346,8 @@ TEST(ObjectPool, TenThousandShortLivedThreadsDoNotGrowMemory) {
   // Two threads at a time, each with one working set and at most one partly carved Block per
   // GlobalPool: a handful of Blocks, however many threads came and went.
   const auto stats = pool.Stats();
-  EXPECT_LE(stats.blocks_carved, step05::DefaultPoolTraits::kGlobalPoolNum + 2);
-  EXPECT_LE(stats.bytes_mapped, step05::DefaultPoolTraits::kGlobalPoolNum * pool.chunk_bytes());
+  EXPECT_LE(stats.blocks_carved, PoolTraits::kGlobalPoolNum + 2);
+  EXPECT_LE(stats.bytes_mapped, PoolTraits::kGlobalPoolNum * pool.chunk_bytes());
   EXPECT_EQ(stats.local_pools, 0u);
 }
 

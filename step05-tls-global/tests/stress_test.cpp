@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "object_pool.h"
+#include "pool_under_test.h"
 
 namespace {
 
@@ -133,14 +134,14 @@ void Stress() {
   EXPECT_EQ(live.load(), 0);
 }
 
-struct Tiny : step05::DefaultPoolTraits {  // every boundary crossed all the time
+struct Tiny : PoolTraits {  // every boundary crossed all the time
   static constexpr std::size_t kBlockSize = 4;
   static constexpr std::size_t kBlockChunkSize = 3;
   static constexpr std::size_t kFreeSlotsSize = 5;
-  static constexpr std::size_t kRecentSize = 2;
+  static constexpr std::size_t kRecentSize = RecentOr(2);
   static constexpr std::size_t kGlobalPoolNum = 3;
 };
-struct Hardened : step05::DefaultPoolTraits {
+struct Hardened : PoolTraits {
   static constexpr bool kHardened = true;
 };
 struct TinyHardened : Tiny {
@@ -148,7 +149,7 @@ struct TinyHardened : Tiny {
 };
 
 TEST(ObjectPoolStress, DefaultTunables) {
-  Stress<step05::DefaultPoolTraits>();
+  Stress<PoolTraits>();
 }
 TEST(ObjectPoolStress, TinyTunables) {
   Stress<Tiny>();
