@@ -100,14 +100,13 @@ TIERPOOL_ALWAYS_INLINE void* HandOut(void* ptr, std::size_t cl) {
 // Takes `ptr`, the head of the thread's list of class `cl`, off that list.
 // [snippet:pop]
 TIERPOOL_ALWAYS_INLINE void* PopHead(ThreadCache* tc, std::size_t cl, void* ptr) {
-  // The second moves up; the head's link names the new second, which is handed out two
-  // allocations from now: ask for its line now, so its own link is there when it is read.
+  // The second moves up; the head's link names the new second. The link read here is of an
+  // object known since two pops ago, so its load never waits for the previous pop's.
   void* third = LoadNextOfClass(ptr, page_map, static_cast<std::uint32_t>(cl));
   tc->set_head(cl, tc->second(cl));
   tc->set_second(cl, third);
-  __builtin_prefetch(third);
   tc->set_room(cl, tc->room(cl) + 1);
-  tc->set_budget_left(tc->budget_left() + tc->object_size(cl));
+  if constexpr (kByteBudget) tc->set_budget_left(tc->budget_left() + tc->object_size(cl));
   return HandOut(ptr, cl);
 }
 
@@ -153,9 +152,11 @@ TIERPOOL_ALWAYS_INLINE void PushChecked(ThreadCache* tc, void* ptr, std::size_t 
     StoreNext(ptr, tc->second(cl));
     tc->set_second(cl, tc->head(cl));
     tc->set_head(cl, ptr);
-    const std::int64_t left = tc->budget_left() - tc->object_size(cl);
-    tc->set_budget_left(left);
-    if (TIERPOOL_UNLIKELY(left < 0)) tc->OverBudget(cl);
+    if constexpr (kByteBudget) {
+      const std::int64_t left = tc->budget_left() - tc->object_size(cl);
+      tc->set_budget_left(left);
+      if (TIERPOOL_UNLIKELY(left < 0)) tc->OverBudget(cl);
+    }
     return;
   }
   PushFull(tc, ptr, cl);

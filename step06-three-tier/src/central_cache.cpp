@@ -32,7 +32,7 @@ void CentralFreeList::SetUpLocked() {
   slots_ = all_slots_[size_class_];
   object_size_ = kClasses[size_class_].size;
   batch_ = kClasses[size_class_].batch;
-  max_slots_ = kClasses[size_class_].transfer_slots;
+  max_slots_ = kTransferSlots ? kClasses[size_class_].transfer_slots : 0;
   in_use_[size_class_ / 64].fetch_or(std::uint64_t{1} << (size_class_ % 64),
                                      std::memory_order_release);
 }

@@ -29,6 +29,18 @@
 #define TIERPOOL_INTERNAL_NS internal
 #endif
 
+// The ladder (the chapter's "From the plain design to this one"): the tricks beyond article
+// 003's three tiers, each a switch that is on in the library. The benchmark builds the core with
+// some of them off, one rung at a time, to measure what each one buys; nothing else does.
+//   TIERPOOL_TRANSFER_SLOTS  the central cache keeps whole batches, moved in O(1)
+//   TIERPOOL_BYTE_BUDGET     each thread cache holds at most its share of an overall budget
+#ifndef TIERPOOL_TRANSFER_SLOTS
+#define TIERPOOL_TRANSFER_SLOTS 1
+#endif
+#ifndef TIERPOOL_BYTE_BUDGET
+#define TIERPOOL_BYTE_BUDGET 1
+#endif
+
 #define TIERPOOL_LIKELY(x) __builtin_expect(!!(x), 1)
 #define TIERPOOL_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define TIERPOOL_ALWAYS_INLINE inline __attribute__((always_inline))
@@ -39,6 +51,8 @@
 namespace tierpool::TIERPOOL_INTERNAL_NS {
 
 inline constexpr bool kHardened = TIERPOOL_HARDENED != 0;
+inline constexpr bool kTransferSlots = TIERPOOL_TRANSFER_SLOTS != 0;
+inline constexpr bool kByteBudget = TIERPOOL_BYTE_BUDGET != 0;
 
 // Pages are the unit of the page heap and the page map (not the OS page size).
 inline constexpr int kPageShift = 13;

@@ -87,7 +87,6 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   if (second != nullptr) {
     heads_[cl] = second;
     seconds_[cl] = LoadNextOfClass(first, page_map, cl);
-    __builtin_prefetch(seconds_[cl]);
     rooms_[cl] -= got - 1;
     set_budget_left(budget_left_ - std::int64_t{got - 1} * sizes_[cl]);
   }

@@ -6,9 +6,10 @@
 // The list is a *chain*: each free object's first word points not to the next object but to
 // the one after it, and the cache keeps the first two. A pop hands out the head, moves the
 // second up, and takes the new second from the head's word; a push stores the old second in the
-// new object and shifts the two pointers. So an object's link is read two allocations after its
-// line was asked for (a prefetch), not one: a list of cold objects (freed long ago, or in a
-// shuffled order) costs far fewer full memory latencies. A push reads no object at all.
+// new object and shifts the two pointers. So the object whose link a pop reads has been known
+// since two pops ago: the loads of successive pops do not wait for each other, and the CPU,
+// which runs ahead of the program, overlaps their misses. A list of cold objects (freed long
+// ago, or in a shuffled order) costs far fewer full memory latencies. A push reads no object.
 //
 //     heads --> A      seconds --> B        A.link = C, B.link = D, C.link = E ...
 //
