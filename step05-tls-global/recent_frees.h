@@ -1,8 +1,8 @@
-// Step 05, rung 5: the array of recent frees (WithRecentFrees in object_pool.h).
+// Step 05, rung 5: the array of recent frees (WithRecentFrees in ladder.h).
 //
 // Free() does not push onto the free list: it drops the slot into a plain array, and Allocate()
 // takes from the array first. When the array is full, its older half goes into the list at once
-// (MoveRecentToList() in object_pool.h).
+// (MoveOlderHalf(), called by the pool's MoveRecentToList()).
 //
 //   recent_ (kSize = 8):  [s1 s2 s3 s4 s5 s6 s7 s8]  full: the next Free moves s1..s4
 //                          \_________/
@@ -16,6 +16,7 @@
 // that frees and allocates in turn never touches the list at all.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -38,6 +39,36 @@ struct RecentFrees {
   void DropOldest(std::size_t count) noexcept {
     count_ -= count;
     std::memmove(slots_, slots_ + count, count_ * sizeof(Slot*));
+  }
+
+  // The oldest `count` go into `list` (the pool's FreeSlots), in the order they were freed;
+  // retire() is called on each list that fills up (kFull long).
+  template <std::size_t kFull, class List, class Pool, class Retire>
+  void MoveOldest(std::size_t count, List& list, const Pool& pool, Retire retire) noexcept {
+    for (std::size_t i = 0; i < count;) {
+      const std::size_t length = list.length_;
+      // (Longer than full only when retiring failed for want of memory: one at a time then.)
+      const std::size_t room = length < kFull ? kFull - length : 1;
+      const std::size_t run = std::min(count - i, room);
+      list.PushRange(slots_ + i, run, pool);
+      i += run;
+      if (__builtin_expect(list.length_ >= kFull, 0)) retire();
+    }
+    DropOldest(count);
+  }
+
+  // The array is full: its older half goes into the list, and the slots that will become nodes
+  // at the next move are prefetched now (see above).
+  template <std::size_t kFull, class List, class Pool, class Retire>
+  void MoveOlderHalf(List& list, const Pool& pool, Retire retire) noexcept {
+    constexpr std::size_t kMove = kSize / 2;
+    constexpr std::size_t kPerNode = List::kObjectsPerNode;
+    MoveOldest<kFull>(kMove, list, pool, retire);
+    // slots_[i] will be pushed at position length + i: a node where that is a multiple of
+    // kPerNode (a hint only: a list handed on in between changes the count).
+    const std::size_t used = list.length_ % kPerNode;
+    for (std::size_t i = used == 0 ? 0 : kPerNode - used; i < kMove; i += kPerNode)
+      __builtin_prefetch(slots_[i], 1);
   }
 };
 
