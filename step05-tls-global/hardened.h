@@ -193,6 +193,45 @@ class SlotDirectory {
   std::vector<ChunkRecord> records_;  // hardened mode only, sorted by begin
 };
 
+// A base of the ObjectPool (Pool, which derives from it): every address a free list keeps in a
+// free slot is stored through EncodeLink() and read back through DecodeLink() (a prefetch) or
+// FollowLink() (an address the pool is about to use, read from the free slot `holder`: checked
+// in the hardened mode). The pool's link_key_ and directory_ are its members.
+template <class Pool>
+class PoolChecks {
+ public:
+  template <class Slot>
+  Slot* EncodeLink(Slot* slot) const noexcept {
+    return Self().link_key_.Encode(slot);
+  }
+  template <class Slot>
+  Slot* DecodeLink(Slot* stored) const noexcept {
+    return Self().link_key_.Decode(stored);
+  }
+  template <class Slot>
+  Slot* FollowLink([[maybe_unused]] const Slot* holder, Slot* stored) const noexcept {
+    Slot* slot = DecodeLink(stored);
+    if constexpr (Pool::kHardened) Self().directory_.CheckLink(holder, slot);
+    return slot;
+  }
+
+  // A chunk newly mapped. False when out of memory (for the hardened mode's directory).
+  bool RememberChunk(void* chunk) noexcept {
+    Pool& pool = static_cast<Pool&>(*this);
+    pool.chunks_.fetch_add(1, std::memory_order_relaxed);
+    if constexpr (Pool::kHardened) {
+      if (!pool.directory_.Remember(chunk)) {
+        pool.chunks_.fetch_sub(1, std::memory_order_relaxed);
+        return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  const Pool& Self() const noexcept { return static_cast<const Pool&>(*this); }
+};
+
 }  // namespace detail
 
 // Hardened by default when built with -DTIERPOOL_HARDENED=1 (as step02's pools); any pool can

@@ -9,12 +9,15 @@
 // LocalPool whose GlobalPool is empty takes lists from the others before it asks for memory;
 // pools and threads may die in any order; chunks are mmap'ed, and unmapped when the pool dies.
 //
-// To read the plain design: this file, top to bottom. The rest is in the headers it includes:
-//   ladder.h           the rungs of the ladder (WithUnrolledList ... WithRecentFrees), the
-//                      speed of ObjectPool<T>: unrolled_list.h and recent_frees.h hold their code,
-//                      the `if constexpr` branches below are their hooks
+// To read the plain design: this file, top to bottom, then global_pool.h. The rest is in the
+// headers it includes, each named for what it holds:
+//   global_pool.h      the GlobalPool: its FreeSlotsManager and BlockManager, each behind a lock
+//   ladder.h           the rungs of the ladder (WithUnrolledList ... WithRecentFrees), the speed of
+//                      ObjectPool<T>; unrolled_list.h and recent_frees.h hold their code, and the
+//                      `if constexpr` branches below are their hooks
 //   thread_registry.h  which LocalPools a thread has, so they can be given back when it exits
 //   hardened.h         the hardened mode: double frees, foreign pointers, encoded links
+//   pool_stats.h       Stats(), what a pool holds
 //   memory_tools.h     what ASan and valgrind are told about every slot
 #pragma once
 
@@ -24,16 +27,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include "global_pool.h"
 #include "hardened.h"
 #include "ladder.h"
 #include "memory_tools.h"
+#include "pool_stats.h"
 #include "recent_frees.h"
 #include "thread_registry.h"
 #include "unrolled_list.h"
@@ -84,15 +86,6 @@ struct DefaultPoolTraits
     : WithRecentFrees<WithItemPrefetch<WithInterleavedChains<WithUnrolledList<>>>> {};
 // [/snippet]
 
-// What a pool holds, for tests and for the curious.
-struct PoolStats {
-  std::size_t chunks = 0;         // BlockChunks mapped now
-  std::size_t bytes_mapped = 0;   // their size
-  std::size_t blocks_carved = 0;  // Blocks ever taken from a chunk (returned rests not counted)
-  std::size_t local_pools = 0;    // threads attached now
-  std::size_t global_lists = 0;   // free lists parked in the GlobalPools
-};
-
 // A free list as the article has it: each free slot holds the address of the next, and head_ and
 // length_ are all a list exchange needs, so lists move between pools in O(1). Every address
 // written into a free slot goes through pool.EncodeLink(), every one read back through
@@ -134,8 +127,19 @@ struct PlainFreeSlots {
   void PrefetchHeads() const noexcept {}
 };
 
+// Its bases, each in the header that names it: Stats() and the sizes (pool_stats.h), the
+// encoded links and the chunks' directory (hardened.h), the operations of a thread that has no
+// LocalPool (thread_registry.h).
 template <class T, class Traits = DefaultPoolTraits>
-class ObjectPool {
+class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
+                   private detail::PoolChecks<ObjectPool<T, Traits>>,
+                   private detail::TemporaryLocalPool<ObjectPool<T, Traits>> {
+  friend detail::PoolStatsOf<ObjectPool>;
+  friend detail::PoolChecks<ObjectPool>;
+  friend detail::TemporaryLocalPool<ObjectPool>;
+  using detail::TemporaryLocalPool<ObjectPool>::AllocateWithoutLocalPool;
+  using detail::TemporaryLocalPool<ObjectPool>::FreeWithoutLocalPool;
+
   static constexpr std::size_t kBlockSize = Traits::kBlockSize;
   static constexpr std::size_t kBlockChunkSize = Traits::kBlockChunkSize;
   static constexpr std::size_t kFreeSlotsSize = Traits::kFreeSlotsSize;
@@ -183,6 +187,7 @@ class ObjectPool {
   using Recent =
       std::conditional_t<(kRecentSize > 0), RecentFrees<Slot, (kRecentSize > 0 ? kRecentSize : 2)>,
                          NoRecentFrees>;
+  friend Recent;  // it calls RetireFullList()
 
   // The uncarved rest of a Block: [next_, end_).
   struct BlockRest {
@@ -298,21 +303,6 @@ class ObjectPool {
     Free(p);
   }
 
-  PoolStats Stats() noexcept {
-    PoolStats stats;
-    stats.chunks = chunks_.load(std::memory_order_relaxed);
-    stats.bytes_mapped = stats.chunks * kChunkBytes;
-    stats.blocks_carved = blocks_carved_.load(std::memory_order_relaxed);
-    stats.local_pools = locals_.Count();
-    for (GlobalPool& global : global_pools_)
-      stats.global_lists += global.ListCount();
-    return stats;
-  }
-
-  static constexpr std::size_t slot_size() { return kSlotSize; }
-  static constexpr std::size_t chunk_bytes() { return kChunkBytes; }
-  static constexpr bool hardened() { return kHardened; }
-
  private:
   LocalPool* Local() noexcept {
     const ThreadCache& cache = t_cache_;
@@ -322,7 +312,8 @@ class ObjectPool {
 
   // First use of this pool by this thread (or a switch between pools of one type): find or
   // make its LocalPool (thread_registry.h). nullptr if the thread is exiting or memory is out.
-  LocalPool* Attach() noexcept {
+  // Out of line, as AllocateSlow(): the fast path only calls it.
+  __attribute__((noinline)) LocalPool* Attach() noexcept {
     LocalPool* local = locals_.FindOrAdd(id_, [this] {
       // Round-robin over the GlobalPools, as in the article.
       const std::size_t index = next_global_pool_.fetch_add(1, std::memory_order_relaxed);
@@ -336,8 +327,7 @@ class ObjectPool {
   // and the Block's rest. Caller holds RegistryMutex() or owns `local`.
   void Drain(LocalPool& local) noexcept {
     if constexpr (kRecentSize > 0) {
-      local.recent_.template MoveOldest<kFreeSlotsSize>(local.recent_.count_, local.freeslots_,
-                                                        *this, [&] { RetireFullList(local); });
+      local.recent_.template MoveOldest<kFreeSlotsSize>(local.recent_.count_, *this, local);
     }
     GlobalPool& global = *local.global_pool_;
     if (local.freeslots_.length_ != 0) {
@@ -403,8 +393,7 @@ class ObjectPool {
   // Rung WithRecentFrees: the array is full, its older half goes into the free list
   // (recent_frees.h says why an array in front of the list pays).
   __attribute__((noinline)) void MoveRecentToList(LocalPool& local) noexcept {
-    local.recent_.template MoveOlderHalf<kFreeSlotsSize>(local.freeslots_, *this,
-                                                         [&] { RetireFullList(local); });
+    local.recent_.template MoveOlderHalf<kFreeSlotsSize>(*this, local);
   }
 
   // A full local list goes to the GlobalPool whole, as in the article. (A spare list kept back,
@@ -412,23 +401,6 @@ class ObjectPool {
   __attribute__((noinline)) void RetireFullList(LocalPool& local) noexcept {
     if (local.global_pool_->PushFreeSlots(local.freeslots_)) local.freeslots_ = {};
     // else: out of memory for the manager's vector; the list simply stays here, longer
-  }
-
-  // --- Without a LocalPool: a thread past its thread_local destructors, or out of memory ------
-  // A temporary LocalPool does the one operation and is drained at once: slow, always correct.
-  // Out of line, as AllocateSlow(): inlined, they cost the fast path of W1 3 instructions a pair.
-
-  __attribute__((noinline)) void* AllocateWithoutLocalPool() noexcept {
-    LocalPool temporary(this, &global_pools_[0]);
-    void* p = AllocateSlow(temporary);
-    Drain(temporary);
-    return p;
-  }
-
-  __attribute__((noinline)) void FreeWithoutLocalPool(Slot* slot) noexcept {
-    LocalPool temporary(this, &global_pools_[0]);
-    temporary.freeslots_.Push(slot, *this);
-    Drain(temporary);
   }
 
   // --- Where the memory tools and the hardened mode look (memory_tools.h, hardened.h) -------
@@ -443,28 +415,6 @@ class ObjectPool {
   void TakeBack(Slot* slot) noexcept {
     if constexpr (kHardened) directory_.TakingBack(slot);
     tools::TakeBack(this, slot);
-  }
-
-  bool RememberChunk(void* chunk) noexcept {
-    chunks_.fetch_add(1, std::memory_order_relaxed);
-    if constexpr (kHardened) {
-      if (!directory_.Remember(chunk)) {
-        chunks_.fetch_sub(1, std::memory_order_relaxed);
-        return false;
-      }
-    }
-    return true;
-  }
-
-  // Every address a free list keeps in a free slot: stored through EncodeLink(), read back
-  // through DecodeLink() (a prefetch) or FollowLink() (an address the pool is about to use, read
-  // from the free slot `holder`: checked in the hardened mode).
-  Slot* EncodeLink(Slot* slot) const noexcept { return link_key_.Encode(slot); }
-  Slot* DecodeLink(Slot* stored) const noexcept { return link_key_.Decode(stored); }
-  Slot* FollowLink([[maybe_unused]] const Slot* holder, Slot* stored) const noexcept {
-    Slot* slot = DecodeLink(stored);
-    if constexpr (kHardened) directory_.CheckLink(holder, slot);
-    return slot;
   }
 
   using Directory = detail::SlotDirectory<sizeof(T), kSlotSize, kChunkBytes>;

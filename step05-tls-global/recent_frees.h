@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 namespace step05 {
 
@@ -41,10 +42,11 @@ struct RecentFrees {
     std::memmove(slots_, slots_ + count, count_ * sizeof(Slot*));
   }
 
-  // The oldest `count` go into `list` (the pool's FreeSlots), in the order they were freed;
-  // retire() is called on each list that fills up (kFull long).
-  template <std::size_t kFull, class List, class Pool, class Retire>
-  void MoveOldest(std::size_t count, List& list, const Pool& pool, Retire retire) noexcept {
+  // The oldest `count` go into the free list of `local`, in the order they were freed; each list
+  // that fills up (kFull long) is retired: pool.RetireFullList(local).
+  template <std::size_t kFull, class Pool, class Local>
+  void MoveOldest(std::size_t count, Pool& pool, Local& local) noexcept {
+    auto& list = local.freeslots_;
     for (std::size_t i = 0; i < count;) {
       const std::size_t length = list.length_;
       // (Longer than full only when retiring failed for want of memory: one at a time then.)
@@ -52,18 +54,20 @@ struct RecentFrees {
       const std::size_t run = std::min(count - i, room);
       list.PushRange(slots_ + i, run, pool);
       i += run;
-      if (__builtin_expect(list.length_ >= kFull, 0)) retire();
+      if (__builtin_expect(list.length_ >= kFull, 0)) pool.RetireFullList(local);
     }
     DropOldest(count);
   }
 
   // The array is full: its older half goes into the list, and the slots that will become nodes
   // at the next move are prefetched now (see above).
-  template <std::size_t kFull, class List, class Pool, class Retire>
-  void MoveOlderHalf(List& list, const Pool& pool, Retire retire) noexcept {
+  template <std::size_t kFull, class Pool, class Local>
+  void MoveOlderHalf(Pool& pool, Local& local) noexcept {
     constexpr std::size_t kMove = kSize / 2;
-    constexpr std::size_t kPerNode = List::kObjectsPerNode;
-    MoveOldest<kFull>(kMove, list, pool, retire);
+    constexpr std::size_t kPerNode =
+        std::remove_reference_t<decltype(local.freeslots_)>::kObjectsPerNode;
+    MoveOldest<kFull>(kMove, pool, local);
+    auto& list = local.freeslots_;
     // slots_[i] will be pushed at position length + i: a node where that is a multiple of
     // kPerNode (a hint only: a list handed on in between changes the count).
     const std::size_t used = list.length_ % kPerNode;

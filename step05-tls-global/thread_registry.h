@@ -9,7 +9,8 @@
 //   - a pool dies: its LocalPools are marked orphaned, and their threads delete them when they
 //     exit (or when they next attach to a pool);
 //   - a thread uses a pool for the first time: its LocalPool is made and put on both lists.
-// All three are rare: the fast path never takes the mutex.
+// All three are rare: the fast path never takes the mutex. A thread that has no LocalPool (it
+// is past its thread_local destructors) uses a temporary one (TemporaryLocalPool).
 #pragma once
 
 #include <algorithm>
@@ -127,6 +128,30 @@ class PoolLocals {
 
  private:
   std::vector<Local*> locals_;  // guarded by RegistryMutex()
+};
+
+// A base of the ObjectPool (Pool, which derives from it) for a thread without a LocalPool: one
+// past its thread_local destructors, or out of memory. A temporary LocalPool does the one
+// operation and is drained at once: slow, always correct. Out of line, as the pool's
+// AllocateSlow(): inlined, they cost the fast path of W1 3 instructions a pair.
+template <class Pool>
+class TemporaryLocalPool {
+ protected:
+  __attribute__((noinline)) void* AllocateWithoutLocalPool() noexcept {
+    Pool& pool = static_cast<Pool&>(*this);
+    typename Pool::LocalPool temporary(&pool, &pool.global_pools_[0]);
+    void* p = pool.AllocateSlow(temporary);
+    pool.Drain(temporary);
+    return p;
+  }
+
+  template <class Slot>
+  __attribute__((noinline)) void FreeWithoutLocalPool(Slot* slot) noexcept {
+    Pool& pool = static_cast<Pool&>(*this);
+    typename Pool::LocalPool temporary(&pool, &pool.global_pools_[0]);
+    temporary.freeslots_.Push(slot, pool);
+    pool.Drain(temporary);
+  }
 };
 
 }  // namespace step05::detail
