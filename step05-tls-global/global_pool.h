@@ -3,11 +3,12 @@
 // own lock: the FreeSlotsManager parks full free lists, which LocalPools hand in and take out
 // whole; the BlockManager maps BlockChunks from the OS and hands out their Blocks, one at a time,
 // for a LocalPool to carve. Beyond the article: what exiting threads leave (a short list, merged
-// into one partial list; the uncarved rest of a Block), taken by any thread that needs it.
+// into one partial list; the uncarved rest of a Block), taken by any thread that needs it; the
+// code of that is in thread_registry.h (LeftByExitedThreads), the data here.
 //
 // A GlobalPool is built from the pool's data structures (object_pool.h: its FreeSlots, BlockRest
 // and BlockChunk) and its Traits; the calls that touch the pool itself (counting Blocks and
-// chunks, the hardened mode's directory) take it as a parameter.
+// chunks, the hardened mode's directory of chunks) take it as a parameter.
 #pragma once
 
 #include <atomic>
@@ -18,6 +19,7 @@
 
 #include "lock_policies.h"  // step04: the spinlock
 #include "memory_tools.h"
+#include "thread_registry.h"  // LeftByExitedThreads
 
 namespace step05 {
 
@@ -26,7 +28,10 @@ inline constexpr std::size_t kCacheLine = 64;
 namespace detail {
 
 template <class FreeSlots, class BlockRest, class BlockChunk, class Traits>
-class alignas(kCacheLine) GlobalPool {
+class alignas(kCacheLine) GlobalPool
+    : public LeftByExitedThreads<GlobalPool<FreeSlots, BlockRest, BlockChunk, Traits>, FreeSlots,
+                                 BlockRest, Traits> {
+  friend LeftByExitedThreads<GlobalPool, FreeSlots, BlockRest, Traits>;
   static constexpr std::size_t kBlockSize = Traits::kBlockSize;
   static constexpr std::size_t kBlockChunkSize = Traits::kBlockChunkSize;
   static constexpr std::size_t kFreeSlotsSize = Traits::kFreeSlotsSize;
@@ -87,37 +92,13 @@ class alignas(kCacheLine) GlobalPool {
     return true;
   }
 
-  // A short list from an exiting thread: moved slot by slot (at most two lists' worth, once
-  // per thread) onto the partial list, which is parked as a full list once long enough.
-  template <class Pool>
-  void MergePartial(FreeSlots list, const Pool& pool) noexcept {
-    std::lock_guard<step04::SpinLock> lock(freeslots_lock_);
-    FreeSlots& partial = freeslots_manager_.partial_;
-    while (list.length_ > 0) {
-      auto [slot, was_node] = list.Pop(pool);
-      if constexpr (Traits::kHardened) {
-        if (was_node) Pool::Directory::Fill(slot);  // a node may become an item here
-      }
-      partial.Push(slot, pool);
-    }
-    if (partial.length_ >= kFreeSlotsSize) {
-      try {
-        freeslots_manager_.freeslots_.push_back(partial);
-        partial = {};
-      } catch (const std::bad_alloc&) {
-        // keep it as the partial list: still reachable, just longer
-      }
-    }
-    PublishCount();
-  }
-
   // Gives a Block (or the rest of one) to a LocalPool, mapping a new chunk only when this
   // GlobalPool has nothing left: the pool grows on demand, never ahead of it.
   template <class Pool>
   bool PopBlock(BlockRest& out, Pool& pool) noexcept {
     std::lock_guard<std::mutex> lock(block_mutex_);
     BlockManager& blocks = block_manager_;
-    if (PopReturnedRestLocked(out)) return true;
+    if (this->PopReturnedRestLocked(out)) return true;
     if (__builtin_expect(blocks.next_block_ == kBlockChunkSize, 0)) {
       if (!NewBlockChunk(pool)) return false;
     }
@@ -125,24 +106,6 @@ class alignas(kCacheLine) GlobalPool {
     out = {block.slots_, block.slots_ + kBlockSize};
     pool.blocks_carved_.fetch_add(1, std::memory_order_relaxed);
     return true;
-  }
-
-  // A Block rest an exited thread left here, for a thread of another GlobalPool that would
-  // otherwise carve a new Block.
-  bool StealReturnedRest(BlockRest& out) noexcept {
-    if (rests_available_.load(std::memory_order_relaxed) == 0) return false;
-    std::lock_guard<std::mutex> lock(block_mutex_);
-    return PopReturnedRestLocked(out);
-  }
-
-  void ReturnBlockRest(const BlockRest& rest) noexcept {
-    std::lock_guard<std::mutex> lock(block_mutex_);
-    try {
-      block_manager_.returned_rests_.push_back(rest);
-    } catch (const std::bad_alloc&) {
-      // out of memory: the rest stays unused until the pool dies, nothing is corrupted
-    }
-    rests_available_.store(block_manager_.returned_rests_.size(), std::memory_order_relaxed);
   }
 
   std::size_t ListCount() noexcept {
@@ -180,15 +143,6 @@ class alignas(kCacheLine) GlobalPool {
     tools::ChunkMapped(memory, kChunkBytes);
     block_manager_.block_chunks_.push_back(static_cast<BlockChunk*>(memory));
     block_manager_.next_block_ = 0;
-    return true;
-  }
-
-  bool PopReturnedRestLocked(BlockRest& out) noexcept {
-    auto& rests = block_manager_.returned_rests_;
-    if (rests.empty()) return false;
-    out = rests.back();
-    rests.pop_back();
-    rests_available_.store(rests.size(), std::memory_order_relaxed);
     return true;
   }
 

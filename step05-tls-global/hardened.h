@@ -72,33 +72,33 @@ struct LinkKey<true> {
   tierpool_common::LinkKey key;
 };
 
+// --- The fill pattern of freed objects -------------------------------------------------------
+// The hardened mode writes this over a freed object and checks it on reuse.
+inline constexpr unsigned char kFreedByte = 0xDD;
+
+// A free slot that held links and may become a mere item, which must carry the fill pattern.
+template <class Slot>
+void FillFreed(Slot* slot) noexcept {
+  tools::OpenSlot(slot, sizeof(Slot));
+  std::memset(static_cast<void*>(slot), kFreedByte, sizeof(Slot));
+  tools::CloseSlot(slot, sizeof(Slot));
+}
+
 // --- One "live" bit per slot, found through a directory of chunks ---------------------------
 template <std::size_t kObjectSize, std::size_t kSlotSize, std::size_t kChunkBytes>
 class SlotDirectory {
  public:
-  // The hardened mode writes this over a freed object and checks it on reuse.
-  static constexpr unsigned char kFreedByte = 0xDD;
-
-  SlotDirectory() = default;
-  SlotDirectory(const SlotDirectory&) = delete;
-  SlotDirectory& operator=(const SlotDirectory&) = delete;
-  ~SlotDirectory() {
-    for (auto& record : records_)
-      delete[] record.live;
-  }
-
   // A new chunk of the pool. False when out of memory.
   bool Remember(void* chunk) noexcept {
     constexpr std::size_t kWords = (kChunkBytes / kSlotSize + 63) / 64;
     try {
-      auto live = std::make_unique<std::atomic<std::uint64_t>[]>(kWords);
+      ChunkRecord record{reinterpret_cast<std::uintptr_t>(chunk),
+                         std::make_unique<std::atomic<std::uint64_t>[]>(kWords)};
       std::unique_lock<std::shared_mutex> lock(mutex_);
-      ChunkRecord record{reinterpret_cast<std::uintptr_t>(chunk), live.get()};
       records_.insert(
           std::upper_bound(records_.begin(), records_.end(), record.begin,
                            [](std::uintptr_t a, const ChunkRecord& r) { return a < r.begin; }),
-          record);
-      live.release();
+          std::move(record));
       return true;
     } catch (const std::bad_alloc&) {
       return false;
@@ -124,13 +124,6 @@ class SlotDirectory {
     std::memset(slot, kFreedByte, kSlotSize);
   }
 
-  // A slot that held links and may become a mere item, which must carry the fill pattern.
-  static void Fill(void* slot) noexcept {
-    tools::OpenSlot(slot, kSlotSize);
-    std::memset(slot, kFreedByte, kSlotSize);
-    tools::CloseSlot(slot, kSlotSize);
-  }
-
   // An address read from the free slot `holder`, about to be followed.
   void CheckLink(const void* holder, const void* slot) const noexcept {
     if (slot != nullptr && !IsSlot(slot)) {
@@ -148,7 +141,7 @@ class SlotDirectory {
  private:
   struct ChunkRecord {
     std::uintptr_t begin;
-    std::atomic<std::uint64_t>* live;  // one bit per slot of the chunk
+    std::unique_ptr<std::atomic<std::uint64_t>[]> live;  // one bit per slot of the chunk
   };
 
   void MarkFree(const void* slot) noexcept {

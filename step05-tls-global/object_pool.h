@@ -327,7 +327,7 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
   // and the Block's rest. Caller holds RegistryMutex() or owns `local`.
   void Drain(LocalPool& local) noexcept {
     if constexpr (kRecentSize > 0) {
-      local.recent_.template MoveOldest<kFreeSlotsSize>(local.recent_.count_, *this, local);
+      Recent::template MoveOldest<kFreeSlotsSize>(local.recent_.count_, *this, local);
     }
     GlobalPool& global = *local.global_pool_;
     if (local.freeslots_.length_ != 0) {
@@ -393,7 +393,7 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
   // Rung WithRecentFrees: the array is full, its older half goes into the free list
   // (recent_frees.h says why an array in front of the list pays).
   __attribute__((noinline)) void MoveRecentToList(LocalPool& local) noexcept {
-    local.recent_.template MoveOlderHalf<kFreeSlotsSize>(*this, local);
+    Recent::template MoveOlderHalf<kFreeSlotsSize>(*this, local);
   }
 
   // A full local list goes to the GlobalPool whole, as in the article. (A spare list kept back,

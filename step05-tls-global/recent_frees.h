@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
-#include <type_traits>
 
 namespace step05 {
 
@@ -42,37 +41,35 @@ struct RecentFrees {
     std::memmove(slots_, slots_ + count, count_ * sizeof(Slot*));
   }
 
-  // The oldest `count` go into the free list of `local`, in the order they were freed; each list
-  // that fills up (kFull long) is retired: pool.RetireFullList(local).
+  // The oldest `count` frees of `local` (the pool's LocalPool: its recent_ is this array, its
+  // freeslots_ the list) go into its list, in the order they were freed; each list that fills up
+  // (kFull long) is retired: pool.RetireFullList(local).
   template <std::size_t kFull, class Pool, class Local>
-  void MoveOldest(std::size_t count, Pool& pool, Local& local) noexcept {
-    auto& list = local.freeslots_;
+  static void MoveOldest(std::size_t count, Pool& pool, Local& local) noexcept {
     for (std::size_t i = 0; i < count;) {
-      const std::size_t length = list.length_;
+      const std::size_t length = local.freeslots_.length_;
       // (Longer than full only when retiring failed for want of memory: one at a time then.)
       const std::size_t room = length < kFull ? kFull - length : 1;
       const std::size_t run = std::min(count - i, room);
-      list.PushRange(slots_ + i, run, pool);
+      local.freeslots_.PushRange(local.recent_.slots_ + i, run, pool);
       i += run;
-      if (__builtin_expect(list.length_ >= kFull, 0)) pool.RetireFullList(local);
+      if (__builtin_expect(local.freeslots_.length_ >= kFull, 0)) pool.RetireFullList(local);
     }
-    DropOldest(count);
+    local.recent_.DropOldest(count);
   }
 
-  // The array is full: its older half goes into the list, and the slots that will become nodes
-  // at the next move are prefetched now (see above).
+  // The array of `local` is full: its older half goes into the list, and the slots that will
+  // become nodes at the next move are prefetched now (see above).
   template <std::size_t kFull, class Pool, class Local>
-  void MoveOlderHalf(Pool& pool, Local& local) noexcept {
+  static void MoveOlderHalf(Pool& pool, Local& local) noexcept {
     constexpr std::size_t kMove = kSize / 2;
-    constexpr std::size_t kPerNode =
-        std::remove_reference_t<decltype(local.freeslots_)>::kObjectsPerNode;
+    constexpr std::size_t kPerNode = decltype(local.freeslots_)::kObjectsPerNode;
     MoveOldest<kFull>(kMove, pool, local);
-    auto& list = local.freeslots_;
-    // slots_[i] will be pushed at position length + i: a node where that is a multiple of
+    // recent_[i] will be pushed at position length + i: a node where that is a multiple of
     // kPerNode (a hint only: a list handed on in between changes the count).
-    const std::size_t used = list.length_ % kPerNode;
+    const std::size_t used = local.freeslots_.length_ % kPerNode;
     for (std::size_t i = used == 0 ? 0 : kPerNode - used; i < kMove; i += kPerNode)
-      __builtin_prefetch(slots_[i], 1);
+      __builtin_prefetch(local.recent_.slots_[i], 1);
   }
 };
 

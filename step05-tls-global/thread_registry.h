@@ -9,8 +9,9 @@
 //   - a pool dies: its LocalPools are marked orphaned, and their threads delete them when they
 //     exit (or when they next attach to a pool);
 //   - a thread uses a pool for the first time: its LocalPool is made and put on both lists.
-// All three are rare: the fast path never takes the mutex. A thread that has no LocalPool (it
-// is past its thread_local destructors) uses a temporary one (TemporaryLocalPool).
+// All three are rare: the fast path never takes the mutex. What an exiting thread gives back
+// waits in the GlobalPools for other threads (LeftByExitedThreads), and a thread that has no
+// LocalPool (it is past its thread_local destructors) uses a temporary one (TemporaryLocalPool).
 #pragma once
 
 #include <algorithm>
@@ -21,6 +22,8 @@
 #include <mutex>
 #include <new>
 #include <vector>
+
+#include "hardened.h"  // FillFreed()
 
 namespace step05::detail {
 
@@ -128,6 +131,73 @@ class PoolLocals {
 
  private:
   std::vector<Local*> locals_;  // guarded by RegistryMutex()
+};
+
+// What exiting threads leave in a GlobalPool, beyond the article: their short free lists, merged
+// into one partial list, and the uncarved rests of their Blocks, for any thread that needs them.
+// A base of the GlobalPool (Global, global_pool.h, which derives from it): the data is the
+// GlobalPool's (its managers' partial_ and returned_rests_), guarded by the GlobalPool's locks.
+template <class Global, class FreeSlots, class BlockRest, class Traits>
+class LeftByExitedThreads {
+ public:
+  // A short list from an exiting thread: moved slot by slot (at most two lists' worth, once
+  // per thread) onto the partial list, which is parked as a full list once long enough.
+  template <class Pool>
+  void MergePartial(FreeSlots list, const Pool& pool) noexcept {
+    Global& global = Self();
+    std::lock_guard lock(global.freeslots_lock_);
+    FreeSlots& partial = global.freeslots_manager_.partial_;
+    while (list.length_ > 0) {
+      auto [slot, was_node] = list.Pop(pool);
+      if constexpr (Traits::kHardened) {
+        if (was_node) FillFreed(slot);  // a node may become an item here
+      }
+      partial.Push(slot, pool);
+    }
+    if (partial.length_ >= Traits::kFreeSlotsSize) {
+      try {
+        global.freeslots_manager_.freeslots_.push_back(partial);
+        partial = {};
+      } catch (const std::bad_alloc&) {
+        // keep it as the partial list: still reachable, just longer
+      }
+    }
+    global.PublishCount();
+  }
+
+  // A Block rest an exited thread left here, for a thread of another GlobalPool that would
+  // otherwise carve a new Block.
+  bool StealReturnedRest(BlockRest& out) noexcept {
+    if (Self().rests_available_.load(std::memory_order_relaxed) == 0) return false;
+    std::lock_guard<std::mutex> lock(Self().block_mutex_);
+    return PopReturnedRestLocked(out);
+  }
+
+  void ReturnBlockRest(const BlockRest& rest) noexcept {
+    Global& global = Self();
+    std::lock_guard<std::mutex> lock(global.block_mutex_);
+    try {
+      global.block_manager_.returned_rests_.push_back(rest);
+    } catch (const std::bad_alloc&) {
+      // out of memory: the rest stays unused until the pool dies, nothing is corrupted
+    }
+    global.rests_available_.store(global.block_manager_.returned_rests_.size(),
+                                  std::memory_order_relaxed);
+  }
+
+ protected:
+  // Caller holds the GlobalPool's block mutex.
+  bool PopReturnedRestLocked(BlockRest& out) noexcept {
+    auto& rests = Self().block_manager_.returned_rests_;
+    if (rests.empty()) return false;
+    out = rests.back();
+    rests.pop_back();
+    Self().rests_available_.store(rests.size(), std::memory_order_relaxed);
+    return true;
+  }
+
+ private:
+  Global& Self() noexcept { return static_cast<Global&>(*this); }
 };
 
 // A base of the ObjectPool (Pool, which derives from it) for a thread without a LocalPool: one
