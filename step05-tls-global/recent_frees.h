@@ -1,8 +1,8 @@
-// Step 05, rung 5: the array of recent frees (WithRecentFrees in object_pool.h).
+// Step 05, rung 5: the array of recent frees (WithRecentFrees in ladder.h).
 //
 // Free() does not push onto the free list: it drops the slot into a plain array, and Allocate()
 // takes from the array first. When the array is full, its older half goes into the list at once
-// (MoveRecentToList() in object_pool.h).
+// (MoveOlderHalf(), called by the pool's MoveRecentToList()).
 //
 //   recent_ (kSize = 8):  [s1 s2 s3 s4 s5 s6 s7 s8]  full: the next Free moves s1..s4
 //                          \_________/
@@ -16,6 +16,7 @@
 // that frees and allocates in turn never touches the list at all.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -38,6 +39,37 @@ struct RecentFrees {
   void DropOldest(std::size_t count) noexcept {
     count_ -= count;
     std::memmove(slots_, slots_ + count, count_ * sizeof(Slot*));
+  }
+
+  // The oldest `count` frees of `local` (the pool's LocalPool: its recent_ is this array, its
+  // freeslots_ the list) go into its list, in the order they were freed; each list that fills up
+  // (kFull long) is retired: pool.RetireFullList(local).
+  template <std::size_t kFull, class Pool, class Local>
+  static void MoveOldest(std::size_t count, Pool& pool, Local& local) noexcept {
+    for (std::size_t i = 0; i < count;) {
+      const std::size_t length = local.freeslots_.length_;
+      // (Longer than full only when retiring failed for want of memory: one at a time then.)
+      const std::size_t room = length < kFull ? kFull - length : 1;
+      const std::size_t run = std::min(count - i, room);
+      local.freeslots_.PushRange(local.recent_.slots_ + i, run, pool);
+      i += run;
+      if (__builtin_expect(local.freeslots_.length_ >= kFull, 0)) pool.RetireFullList(local);
+    }
+    local.recent_.DropOldest(count);
+  }
+
+  // The array of `local` is full: its older half goes into the list, and the slots that will
+  // become nodes at the next move are prefetched now (see above).
+  template <std::size_t kFull, class Pool, class Local>
+  static void MoveOlderHalf(Pool& pool, Local& local) noexcept {
+    constexpr std::size_t kMove = kSize / 2;
+    constexpr std::size_t kPerNode = decltype(local.freeslots_)::kObjectsPerNode;
+    MoveOldest<kFull>(kMove, pool, local);
+    // recent_[i] will be pushed at position length + i: a node where that is a multiple of
+    // kPerNode (a hint only: a list handed on in between changes the count).
+    const std::size_t used = local.freeslots_.length_ % kPerNode;
+    for (std::size_t i = used == 0 ? 0 : kPerNode - used; i < kMove; i += kPerNode)
+      __builtin_prefetch(local.recent_.slots_[i], 1);
   }
 };
 

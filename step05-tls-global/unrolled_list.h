@@ -4,7 +4,7 @@
 // Objects freed in random order make it a random pointer chase: every Allocate misses the cache
 // once, and nothing can overlap the misses, because the next address is inside the line being
 // loaded. This list replaces it, chosen by the Traits (WithUnrolledList, WithInterleavedChains,
-// WithItemPrefetch in object_pool.h), in three rungs:
+// WithItemPrefetch in ladder.h), in three rungs:
 //
 //   unrolled     every node is a free slot that holds, besides its link, the addresses of up to
 //                kItemsPerNode other free slots; every node but the top one is full. A 64-byte

@@ -1,0 +1,167 @@
+// Step 05: the GlobalPool of article 000, shared by the LocalPools of a quarter of the threads
+// (kGlobalPoolNum of them, assigned round-robin; object_pool.h). Its two halves, each behind its
+// own lock: the FreeSlotsManager parks full free lists, which LocalPools hand in and take out
+// whole; the BlockManager maps BlockChunks from the OS and hands out their Blocks, one at a time,
+// for a LocalPool to carve. Beyond the article: what exiting threads leave (a short list, merged
+// into one partial list; the uncarved rest of a Block), taken by any thread that needs it; the
+// code of that is in thread_registry.h (LeftByExitedThreads), the data here.
+//
+// A GlobalPool is built from the pool's data structures (object_pool.h: its FreeSlots, BlockRest
+// and BlockChunk) and its Traits; the calls that touch the pool itself (counting Blocks and
+// chunks, the hardened mode's directory of chunks) take it as a parameter.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "lock_policies.h"  // step04: the spinlock
+#include "memory_tools.h"
+#include "thread_registry.h"  // LeftByExitedThreads
+
+namespace step05 {
+
+inline constexpr std::size_t kCacheLine = 64;
+
+namespace detail {
+
+template <class FreeSlots, class BlockRest, class BlockChunk, class Traits>
+class alignas(kCacheLine) GlobalPool
+    : public LeftByExitedThreads<GlobalPool<FreeSlots, BlockRest, BlockChunk, Traits>, FreeSlots,
+                                 BlockRest, Traits> {
+  friend LeftByExitedThreads<GlobalPool, FreeSlots, BlockRest, Traits>;
+  static constexpr std::size_t kBlockSize = Traits::kBlockSize;
+  static constexpr std::size_t kBlockChunkSize = Traits::kBlockChunkSize;
+  static constexpr std::size_t kFreeSlotsSize = Traits::kFreeSlotsSize;
+  static constexpr std::size_t kChunkBytes = sizeof(BlockChunk);
+
+  struct BlockManager {
+    std::vector<BlockChunk*> block_chunks_;     // every chunk; unmapped when the pool dies
+    std::size_t next_block_ = kBlockChunkSize;  // next uncarved Block of block_chunks_.back()
+    std::vector<BlockRest> returned_rests_;     // beyond the article: rests of exited threads
+  };
+
+  struct FreeSlotsManager {
+    // The article's freeslots_ptrs (its free_num_ is size()). Lists of kFreeSlotsSize, except
+    // that one merged from exited threads may be a little longer, so each keeps its length.
+    std::vector<FreeSlots> freeslots_;
+    // Beyond the article: short lists left by exiting threads, merged until they are full.
+    FreeSlots partial_;
+  };
+
+ public:
+  GlobalPool() { freeslots_manager_.freeslots_.reserve(64); }
+  GlobalPool(const GlobalPool&) = delete;
+  GlobalPool& operator=(const GlobalPool&) = delete;
+
+  // Takes one list (a full one first, else the partial one); false when there is none.
+  bool PopFreeSlots(FreeSlots& out) noexcept {
+    std::lock_guard<step04::SpinLock> lock(freeslots_lock_);
+    auto& lists = freeslots_manager_.freeslots_;
+    if (!lists.empty()) {
+      out = lists.back();
+      lists.pop_back();
+    } else if (freeslots_manager_.partial_.length_ != 0) {
+      out = freeslots_manager_.partial_;
+      freeslots_manager_.partial_ = {};
+    } else {
+      return false;
+    }
+    PublishCount();
+    return true;
+  }
+
+  // The same for a thread of another GlobalPool, which first looks without the lock: steal
+  // attempts must not pile onto the lock of an empty pool.
+  bool StealFreeSlots(FreeSlots& out) noexcept {
+    if (lists_available_.load(std::memory_order_relaxed) == 0) return false;
+    return PopFreeSlots(out);
+  }
+
+  // Parks a full list. False only if the manager's vector cannot grow (out of memory).
+  bool PushFreeSlots(const FreeSlots& list) noexcept {
+    std::lock_guard<step04::SpinLock> lock(freeslots_lock_);
+    try {
+      freeslots_manager_.freeslots_.push_back(list);
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    PublishCount();
+    return true;
+  }
+
+  // Gives a Block (or the rest of one) to a LocalPool, mapping a new chunk only when this
+  // GlobalPool has nothing left: the pool grows on demand, never ahead of it.
+  template <class Pool>
+  bool PopBlock(BlockRest& out, Pool& pool) noexcept {
+    std::lock_guard<std::mutex> lock(block_mutex_);
+    BlockManager& blocks = block_manager_;
+    if (this->PopReturnedRestLocked(out)) return true;
+    if (__builtin_expect(blocks.next_block_ == kBlockChunkSize, 0)) {
+      if (!NewBlockChunk(pool)) return false;
+    }
+    auto& block = blocks.block_chunks_.back()->blocks_[blocks.next_block_++];
+    out = {block.slots_, block.slots_ + kBlockSize};
+    pool.blocks_carved_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  std::size_t ListCount() noexcept {
+    std::lock_guard<step04::SpinLock> lock(freeslots_lock_);
+    return freeslots_manager_.freeslots_.size() + (freeslots_manager_.partial_.length_ ? 1 : 0);
+  }
+
+  // Every chunk goes back to the OS, whether or not its objects were freed.
+  template <class Pool>
+  void ReleaseChunks(Pool& pool) noexcept {
+    for (BlockChunk* chunk : block_manager_.block_chunks_) {
+      pool.chunks_.fetch_sub(1, std::memory_order_relaxed);
+      tools::ChunkUnmapping(chunk, kChunkBytes);
+      Traits::UnmapChunk(chunk, kChunkBytes);
+    }
+    block_manager_.block_chunks_.clear();
+  }
+
+ private:
+  template <class Pool>
+  bool NewBlockChunk(Pool& pool) noexcept {
+    if (block_manager_.block_chunks_.size() == block_manager_.block_chunks_.capacity()) {
+      try {
+        block_manager_.block_chunks_.reserve(2 * block_manager_.block_chunks_.size() + 4);
+      } catch (const std::bad_alloc&) {
+        return false;
+      }
+    }
+    void* memory = Traits::MapChunk(kChunkBytes);
+    if (__builtin_expect(memory == nullptr, 0)) return false;
+    if (!pool.RememberChunk(memory)) {
+      Traits::UnmapChunk(memory, kChunkBytes);
+      return false;
+    }
+    tools::ChunkMapped(memory, kChunkBytes);
+    block_manager_.block_chunks_.push_back(static_cast<BlockChunk*>(memory));
+    block_manager_.next_block_ = 0;
+    return true;
+  }
+
+  void PublishCount() noexcept {
+    lists_available_.store(
+        freeslots_manager_.freeslots_.size() + (freeslots_manager_.partial_.length_ ? 1 : 0),
+        std::memory_order_relaxed);
+  }
+
+  // The article's two locks: a spinlock for the free lists (a few instructions inside: step
+  // 04's test-and-test-and-set lock), a mutex for the blocks (the critical section may map
+  // memory). Each on its own cache line.
+  step04::SpinLock freeslots_lock_;
+  FreeSlotsManager freeslots_manager_;
+  std::atomic<std::size_t> lists_available_{0};
+  alignas(kCacheLine) std::mutex block_mutex_;
+  BlockManager block_manager_;
+  std::atomic<std::size_t> rests_available_{0};
+};
+
+}  // namespace detail
+}  // namespace step05
