@@ -133,11 +133,8 @@ void PageHeap::FreeLocked(Span* span, FreedPages pages) {
 bool PageHeap::Resize(Span* span, std::size_t pages) {
   SpinLockHolder hold(lock_);
   if (pages > span->num_pages) {
-    const std::uintptr_t after = span->first_page + span->num_pages;
-    Span* next = page_map_->Get(after);
-    if (next == nullptr || next->state != SpanState::kFree || next->first_page != after ||
-        span->num_pages + next->num_pages < pages)
-      return false;
+    Span* next = FreeAfter(span);
+    if (next == nullptr || span->num_pages + next->num_pages < pages) return false;
     RemoveLocked(next);
     const std::size_t extra = pages - span->num_pages;
     if (next->num_pages > extra) {  // the rest of the neighbour stays free, a little shorter
@@ -357,21 +354,16 @@ Span* PageHeap::SplitTailLocked(Span* span, std::size_t keep_pages) {
 // Merges `span` (not in a list) with free neighbours of the same kind. Backed and released
 // spans stay apart, so the counters stay exact and a released range never looks backed.
 Span* PageHeap::CoalesceLocked(Span* span) {
-  if (span->first_page > 0) {
-    Span* prev = page_map_->Get(span->first_page - 1);
-    if (prev != nullptr && prev->state == SpanState::kFree && prev->released == span->released &&
-        prev->first_page + prev->num_pages == span->first_page) {
-      RemoveLocked(prev);
-      span->first_page = prev->first_page;
-      span->num_pages += prev->num_pages;
-      if (prev->free_since_ms > span->free_since_ms) span->free_since_ms = prev->free_since_ms;
-      span_pool_->Delete(prev);
-    }
+  Span* prev = FreeBefore(span);
+  if (prev != nullptr && prev->released == span->released) {
+    RemoveLocked(prev);
+    span->first_page = prev->first_page;
+    span->num_pages += prev->num_pages;
+    if (prev->free_since_ms > span->free_since_ms) span->free_since_ms = prev->free_since_ms;
+    span_pool_->Delete(prev);
   }
-  const std::uintptr_t after = span->first_page + span->num_pages;
-  Span* next = page_map_->Get(after);
-  if (next != nullptr && next->state == SpanState::kFree && next->released == span->released &&
-      next->first_page == after) {
+  Span* next = FreeAfter(span);
+  if (next != nullptr && next->released == span->released) {
     RemoveLocked(next);
     span->num_pages += next->num_pages;
     if (next->free_since_ms > span->free_since_ms) span->free_since_ms = next->free_since_ms;
