@@ -279,9 +279,10 @@ def stress_table(rows, workload, threads=None, only=None):
     # Times of a tenth of a millisecond and more (huge) are given in ms.
     in_ms = min(float(r["ns_per_pair"]) for r in rows) >= 1e5
     unit = "ms" if in_ms else "ns"
+    # Ties (two rows of one median) in name order: a set's order changes from run to run.
     allocators = sorted({r["allocator"] for r in shown},
-                        key=lambda a: float(cell[(a, counts[0])]["ns_per_pair"])
-                        if (a, counts[0]) in cell else float("inf"))
+                        key=lambda a: (float(cell[(a, counts[0])]["ns_per_pair"])
+                                       if (a, counts[0]) in cell else float("inf"), a))
     head = ["allocator"]
     for t in counts:
         head += [f"T={t} {unit}", "vs best", "peak RSS (MiB)", "vs lowest"]
@@ -425,8 +426,8 @@ def table(rows, workload, threads=None, only=None):
     counts = sorted({int(r["threads"]) for r in rows})
     cell = {(r["allocator"], int(r["threads"])): r for r in rows}
     allocators = sorted({r["allocator"] for r in rows},
-                        key=lambda a: min(float(cell[(a, t)]["ns_per_pair"])
-                                          for t in counts if (a, t) in cell))
+                        key=lambda a: (min(float(cell[(a, t)]["ns_per_pair"])
+                                           for t in counts if (a, t) in cell), a))
     if len(counts) == 1:
         t = counts[0]
         out = ["| allocator | ns per pair | vs glibc | peak RSS (MiB) |", "|---|---:|---:|---:|"]
