@@ -32,7 +32,7 @@ void FreeUncached(void* ptr, std::uint32_t cl) {
 }
 }  // namespace
 
-constinit ThreadCache empty_cache;
+constinit const ThreadCache empty_cache;
 
 void ThreadCache::Init(std::int64_t budget) {
   for (std::uint32_t cl = 0; cl < kNumClasses; ++cl)

@@ -125,7 +125,14 @@ struct ThreadCacheMemory {
   alignas(64) unsigned char bytes[sizeof(ThreadCache) + kAliasingPeriod];
 };
 
-// The shared empty cache of threads without one (never written).
-extern constinit ThreadCache empty_cache;
+// The shared empty cache of threads without one. Const, so it lies in read-only memory: a write
+// to it by mistake is a crash at once, not a change seen by every thread, and reading it first
+// costs no page of its own (a zeroed writable page is mapped once for the read, again when
+// anything beside it is written).
+extern constinit const ThreadCache empty_cache;
+// What tls_cache holds until the thread has a cache of its own; never written through.
+constexpr ThreadCache* EmptyCache() {
+  return const_cast<ThreadCache*>(&empty_cache);
+}
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS

@@ -7,7 +7,7 @@
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
 
-__thread ThreadCache* tls_cache TIERPOOL_INITIAL_EXEC = &empty_cache;
+__thread ThreadCache* tls_cache TIERPOOL_INITIAL_EXEC = EmptyCache();
 
 namespace {
 
@@ -33,7 +33,7 @@ __thread unsigned char tls_state TIERPOOL_INITIAL_EXEC = kNoCache;
 // [snippet:thread-exit]
 void DestroyThreadCache(void* cache) {
   auto* tc = static_cast<ThreadCache*>(cache);
-  tls_cache = &empty_cache;
+  tls_cache = EmptyCache();
   tls_state = kExited;
   tc->ReleaseAll();
   Globals& g = G();

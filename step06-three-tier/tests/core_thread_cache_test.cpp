@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <thread>
 
@@ -25,6 +26,26 @@ void ExpectQuiet(const ThreadCache* cache, const void* slot) {
   EXPECT_EQ(offset, ThreadCache::kQuietOffset);
   for (std::size_t twin = offset; twin < sizeof(ThreadCache); twin += kAliasingPeriod)
     EXPECT_FALSE(cache->FastPathWrites(twin)) << "offset " << twin;
+}
+
+// The shared empty cache is in read-only memory: a write to it by mistake faults at once instead
+// of changing the state every thread without a cache reads.
+TEST(ThreadCacheEmpty, TheSharedEmptyCacheIsReadOnly) {
+  const auto address = reinterpret_cast<std::uintptr_t>(&empty_cache);
+  std::FILE* maps = std::fopen("/proc/self/maps", "r");
+  ASSERT_NE(maps, nullptr);
+  char line[512];
+  bool found = false;
+  while (std::fgets(line, sizeof(line), maps) != nullptr) {
+    unsigned long begin = 0, end = 0;
+    char perms[5] = {};
+    if (std::sscanf(line, "%lx-%lx %4s", &begin, &end, perms) != 3) continue;
+    if (address < begin || address + sizeof(ThreadCache) > end) continue;
+    found = true;
+    EXPECT_EQ(perms[1], '-') << line;
+  }
+  std::fclose(maps);
+  EXPECT_TRUE(found) << "no mapping holds the empty cache";
 }
 
 TEST(ThreadCachePlacement, FastPathWritesKnowsTheHotFields) {
