@@ -31,8 +31,6 @@ extern __thread ThreadCache* tls_cache TIERPOOL_INITIAL_EXEC;
 // The calling thread's cache, made and registered on its first call; nullptr when it cannot
 // have one (exiting, making one right now, no memory, no pthread key).
 ThreadCache* GetOrCreateCache();
-// A new cache in `memory`, placed for the thread whose TLS slot (tls_cache) is at `tls_slot`.
-ThreadCache* PlaceThreadCache(ThreadCacheMemory* memory, const void* tls_slot);
 // The thread-exit key's destructor (InitSlow creates the key): `cache` back to the central lists
 // and out of the registry.
 void DestroyThreadCache(void* cache);

@@ -32,13 +32,23 @@
 // The ladder (the chapter's "From the plain design to this one"): the tricks beyond article
 // 003's three tiers, each a switch that is on in the library. The benchmark builds the core with
 // some of them off, one rung at a time, to measure what each one buys; nothing else does.
-//   TIERPOOL_TRANSFER_SLOTS  the central cache keeps whole batches, moved in O(1)
-//   TIERPOOL_BYTE_BUDGET     each thread cache holds at most its share of an overall budget
+//   TIERPOOL_TRANSFER_SLOTS    the central cache keeps whole batches, moved in O(1)
+//   TIERPOOL_BYTE_BUDGET       each thread cache holds at most its share of an overall budget
+// Two more pay only in libtierpool.so, so the chapter measures them there (a library built with
+// -DTIERPOOL_...=0 in CMAKE_CXX_FLAGS, preloaded under the malloc rows, counted by callgrind):
+//   TIERPOOL_MALLOC_CLASS_TABLE  malloc finds its class in a table of its own (size_class.h)
+//   TIERPOOL_INITIAL_EXEC_TLS    the thread-cache pointer is read with one %fs-relative load
 #ifndef TIERPOOL_TRANSFER_SLOTS
 #define TIERPOOL_TRANSFER_SLOTS 1
 #endif
 #ifndef TIERPOOL_BYTE_BUDGET
 #define TIERPOOL_BYTE_BUDGET 1
+#endif
+#ifndef TIERPOOL_MALLOC_CLASS_TABLE
+#define TIERPOOL_MALLOC_CLASS_TABLE 1
+#endif
+#ifndef TIERPOOL_INITIAL_EXEC_TLS
+#define TIERPOOL_INITIAL_EXEC_TLS 1
 #endif
 
 #define TIERPOOL_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -46,13 +56,20 @@
 #define TIERPOOL_ALWAYS_INLINE inline __attribute__((always_inline))
 #define TIERPOOL_NOINLINE __attribute__((noinline))
 // The thread-cache pointer is read with one %fs-relative load: no __tls_get_addr, no TLS guard.
+// Without it, a shared library's thread-local variables are reached through a call to
+// __tls_get_addr (the general-dynamic model), on every fast path.
+#if TIERPOOL_INITIAL_EXEC_TLS
 #define TIERPOOL_INITIAL_EXEC __attribute__((tls_model("initial-exec")))
+#else
+#define TIERPOOL_INITIAL_EXEC
+#endif
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
 
 inline constexpr bool kHardened = TIERPOOL_HARDENED != 0;
 inline constexpr bool kTransferSlots = TIERPOOL_TRANSFER_SLOTS != 0;
 inline constexpr bool kByteBudget = TIERPOOL_BYTE_BUDGET != 0;
+inline constexpr bool kMallocClassTable = TIERPOOL_MALLOC_CLASS_TABLE != 0;
 
 // Pages are the unit of the page heap and the page map (not the OS page size).
 inline constexpr int kPageShift = 13;

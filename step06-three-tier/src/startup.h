@@ -30,7 +30,7 @@ namespace tierpool::TIERPOOL_INTERNAL_NS {
 struct Globals {
   constexpr Globals() = default;
   FixedPool<Span> span_pool;
-  FixedPool<ThreadCacheMemory> cache_pool;
+  FixedPool<ThreadCache> cache_pool;
   PageHeap page_heap;
   CentralFreeList central[kNumClasses];
   // The central lists' transfer slots: only the pages of the slots in use are ever touched.

@@ -41,19 +41,6 @@ void ThreadCache::Init(std::int64_t budget) {
   set_budget_left(budget);
 }
 
-bool ThreadCache::FastPathWrites(std::size_t offset) const {
-  const auto* self = reinterpret_cast<const char*>(this);
-  // The entries of classes 1.. of an array: what a pop or a push writes.
-  const auto in_classes = [&](const auto& array) {
-    const auto* first = reinterpret_cast<const char*>(&array[1]);
-    const auto* end = reinterpret_cast<const char*>(&array[kNumClasses]);
-    return offset + 8 > std::size_t(first - self) && offset < std::size_t(end - self);
-  };
-  const auto budget_left = std::size_t(reinterpret_cast<const char*>(&budget_left_) - self);
-  return in_classes(heads_) || in_classes(seconds_) || in_classes(rooms_) ||
-         (offset + 8 > budget_left && offset < budget_left + sizeof(budget_left_));
-}
-
 void ThreadCache::AdoptBudget(std::int64_t budget) {
   if (budget == budget_) return;
   set_budget_left(budget_left_ + (budget - budget_));

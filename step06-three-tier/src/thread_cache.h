@@ -83,13 +83,6 @@ class ThreadCache {
 
   std::size_t CachedBytes() const;  // for stats, callable from any thread
 
-  // seconds_[0], the offset where a cache wants its thread's TLS slot to fall modulo 4 KiB (see
-  // PlaceThreadCache): class 0 does not exist, so no call ever writes it, and the bytes one
-  // 4 KiB page further on are in sizes_, only ever read.
-  static constexpr std::size_t kQuietOffset = kNumClasses * sizeof(void*);
-  // Whether the fast paths of some class write the 8 bytes at `offset` (for the tests).
-  bool FastPathWrites(std::size_t offset) const;
-
  private:
   void ReleaseToCentral(std::uint32_t cl, std::uint32_t n);
   void SetMaxLength(std::uint32_t cl, std::uint32_t max) {
@@ -111,18 +104,6 @@ class ThreadCache {
   // arrays start at the object's first byte.
   ThreadCache* registry_next = nullptr;
   ThreadCache* registry_prev = nullptr;
-  // The memory the cache was placed in, given back when its thread exits.
-  struct ThreadCacheMemory* memory = nullptr;
-};
-
-// The period of 4K aliasing: loads and stores are first matched by their low 12 address bits.
-inline constexpr std::size_t kAliasingPeriod = 4096;
-
-// What a cache is placed in: a 4 KiB page more than the cache, so that the cache can start at
-// any offset of a page. Left unwritten here: the cache placed in it initializes itself.
-struct ThreadCacheMemory {
-  ThreadCacheMemory() {}
-  alignas(64) unsigned char bytes[sizeof(ThreadCache) + kAliasingPeriod];
 };
 
 // The shared empty cache of threads without one. Const, so it lies in read-only memory: a write

@@ -1,8 +1,6 @@
-// Thread registration and thread exit: a thread's cache made on its first call, placed against
-// 4K aliasing, entered in the registry (which stats and fork walk), its share of the overall
-// byte budget set; and at thread exit, everything it holds given back to the central lists.
-#include <new>
-
+// Thread registration and thread exit: a thread's cache made on its first call, entered in the
+// registry (which stats and fork walk), its share of the overall byte budget set; and at thread
+// exit, everything it holds given back to the central lists.
 #include "allocator.h"
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
@@ -48,32 +46,12 @@ void DestroyThreadCache(void* cache) {
     --g.thread_caches;
     UpdateThreadBudgetLocked(g);
   }
-  ThreadCacheMemory* memory = tc->memory;
-  tc->~ThreadCache();
-  g.cache_pool.Delete(memory);
+  g.cache_pool.Delete(tc);
   // A thread's exit is a moment to look at once: what it gave back may be all there is.
   ReleaseIdleMemory();
   Tick();
 }
 // [/snippet]
-
-// Every fast path begins with the load of tls_cache, moments after the previous call stored
-// into the cache's arrays. The CPU matches a load with the stores still in flight by the low 12
-// bits of their addresses first (4K aliasing): a load that matches a store there waits for it
-// as if it read the same bytes. Where the thread's TLS slot lands on the list of a class in use,
-// every call of that class pays (W1 through libtierpool.so, the slot on the 8-byte class's
-// second pointer: 4.33-4.54 ns a pair, against 3.61-3.65 placed; see the chapter). The slot's
-// page offset is the program's (its TLS layout), so the cache moves instead: it starts where the
-// slot falls on its quiet offset.
-ThreadCache* PlaceThreadCache(ThreadCacheMemory* memory, const void* tls_slot) {
-  const auto base = reinterpret_cast<std::uintptr_t>(memory->bytes);
-  const auto slot = reinterpret_cast<std::uintptr_t>(tls_slot);
-  const std::uintptr_t start =
-      base + ((slot - ThreadCache::kQuietOffset - base) & (kAliasingPeriod - 1));
-  auto* tc = ::new (reinterpret_cast<void*>(start)) ThreadCache();
-  tc->memory = memory;
-  return tc;
-}
 
 ThreadCache* GetOrCreateCache() {
   if (tls_cache != &empty_cache) return tls_cache;
@@ -82,8 +60,7 @@ ThreadCache* GetOrCreateCache() {
   Globals& g = G();
   if (!g.thread_exit_key_ok) return nullptr;
   tls_state = kCreatingCache;
-  ThreadCacheMemory* memory = g.cache_pool.New();
-  ThreadCache* tc = memory != nullptr ? PlaceThreadCache(memory, &tls_cache) : nullptr;
+  ThreadCache* tc = g.cache_pool.New();
   if (tc != nullptr) {
     tc->Init(ThreadBudget());
     {
