@@ -494,10 +494,10 @@ LADDERS = {
         "peers": ["glibc", "mimalloc"],
     },
     "step06": {
-        "rungs": ["step06-plain", "step06-plus-sized-free", "step06-plus-transfer-slots",
+        "rungs": ["step06-plain", "step06-plus-sized-free", "step06-plus-byte-budget",
                   "step06-tierpool"],
         "workloads": [("rational", 1), ("shuffle64", 1), ("shuffle64", 16), ("sizes", 1),
-                      ("xthread", 2)],
+                      ("sizes", 16), ("xthread", 2)],
         "peers": ["glibc", "mimalloc"],
     },
 }

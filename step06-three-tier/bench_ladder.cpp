@@ -39,7 +39,7 @@ const bool registered = [] {
   constexpr const char* kName = TIERPOOL_RUNG_ROW;
   Register<RationalWorkload, AllocatorFactory<RungAllocator>>(kName, 1);
   RegisterThreads<Shuffle64Workload, RungAllocator>(kName, {1, 16});
-  Register<SizesWorkload, RungAllocator>(kName, 1);
+  RegisterThreads<SizesWorkload, RungAllocator>(kName, {1, 16});
   Register<XthreadWorkload, RungAllocator>(kName, 2);
   return true;
 }();

@@ -32,8 +32,8 @@
 // The ladder (the chapter's "From the plain design to this one"): the tricks beyond article
 // 003's three tiers, each a switch that is on in the library. The benchmark builds the core with
 // some of them off, one rung at a time, to measure what each one buys; nothing else does.
-//   TIERPOOL_TRANSFER_SLOTS    the central cache keeps whole batches, moved in O(1)
 //   TIERPOOL_BYTE_BUDGET       each thread cache holds at most its share of an overall budget
+//   TIERPOOL_TRANSFER_SLOTS    the central cache keeps whole batches, moved in O(1)
 // Two more pay only in libtierpool.so, so the chapter measures them there (a library built with
 // -DTIERPOOL_...=0 in CMAKE_CXX_FLAGS, preloaded under the malloc rows, counted by callgrind):
 //   TIERPOOL_MALLOC_CLASS_TABLE  malloc finds its class in a table of its own (size_class.h)
