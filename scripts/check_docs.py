@@ -58,6 +58,9 @@ machine, the commit and the command; scripts/perf_excerpt.py), is shown as
     <!-- /perf -->
 
 (the path relative to the repository); `--write` refreshes every such block from its file.
+
+LINES: a file's length quoted in a sentence is written `<!--lines object_pool.h-->432<!--/lines-->`
+(the path relative to the Markdown file); `--write` counts the file's lines again.
 """
 import argparse
 import re
@@ -271,6 +274,21 @@ def refresh_snippets(path, text, problems):
     return SNIPPET_BLOCK.sub(fill, text)
 
 
+LINES_BLOCK = re.compile(r"(<!--lines (?P<src>[^\s>]+)-->)(?P<n>\d*)(<!--/lines-->)")
+
+
+def refresh_line_counts(path, text, problems):
+    """`text` with every quoted line count set to its file's; a problem per missing file."""
+    def fill(m):
+        source = path.parent / m.group("src")
+        if not source.is_file():
+            problems.append(f"{path.relative_to(ROOT)}: the line count of {m.group('src')}: "
+                            f"no such file")
+            return m.group(0)
+        return m.group(1) + str(len(source.read_text().splitlines())) + m.group(4)
+    return LINES_BLOCK.sub(fill, text)
+
+
 def source_lines(cache):
     if not cache:
         for p in tracked_sources():
@@ -356,8 +374,9 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench-dir", type=Path, help="the build's bench/ folder")
     ap.add_argument("--write", action="store_true",
-                    help="copy every snippet block's code in from its source, and every perf "
-                         "block's excerpt from its file, first")
+                    help="copy every snippet block's code in from its source, every perf "
+                         "block's excerpt from its file and every quoted line count from its "
+                         "file, first")
     args = ap.parse_args()
     problems = []
     targets = make_targets()
@@ -365,12 +384,16 @@ def main():
     sources = {}
     for path in tracked_markdown():
         text = path.read_text()
-        snipped = refresh_snippets(path, text, problems)
+        counted = refresh_line_counts(path, text, problems)
+        snipped = refresh_snippets(path, counted, problems)
         fresh = refresh_perf(path, snipped, problems)
         if fresh != text:
             if args.write:
                 path.write_text(fresh)
-            if not args.write and snipped != text:
+            if not args.write and counted != text:
+                problems.append(f"{path.relative_to(ROOT)}: a quoted line count differs from its "
+                                f"file (scripts/check_docs.py --write counts again)")
+            if not args.write and snipped != counted:
                 problems.append(f"{path.relative_to(ROOT)}: a snippet differs from its source "
                                 f"(scripts/check_docs.py --write copies it in)")
             if not args.write and fresh != snipped:
