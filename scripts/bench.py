@@ -367,8 +367,9 @@ def callgrind_instructions(binary, name, rounds, preload):
         env["LD_PRELOAD"] = preload
     # libtierpool.so's release thread wakes on the wall clock, which runs some fifty times faster
     # against the program under callgrind: its work would count per pair, and differently in each
-    # run (W4 preloaded: 74 to 87 instructions a pair across three runs of one build; 74.0 in
-    # each without it). The measured threads' own work is what is counted.
+    # run (W4 preloaded: 74 to 87 instructions a pair across three runs of one build with it, 68
+    # to 77 across six without it: the slow paths' own looks at the clock remain). The measured
+    # threads' own work is what is counted.
     env["TIERPOOL_RELEASE_THREAD"] = "0"
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", str(binary),
            f"--tierpool_count={name}", f"--tierpool_rounds={rounds}"]
