@@ -95,14 +95,48 @@ TIERPOOL_ALWAYS_INLINE void* HandOut(void* ptr, std::size_t cl) {
   return ptr;
 }
 
-// Takes `ptr`, the head of the thread's list of class `cl`, off that list.
-// [snippet:pop]
-TIERPOOL_ALWAYS_INLINE void* PopHead(ThreadCache* tc, std::size_t cl, void* ptr) {
-  // The second moves up; the head's link names the new second. The link read here is of an
-  // object known since two pops ago, so its load never waits for the previous pop's.
-  void* third = LoadNextOfClass(ptr, page_map, static_cast<std::uint32_t>(cl));
+// The list operations alone (no room, no budget): the fast paths below and the slow paths that
+// move objects between a list and the central cache (thread_cache.cpp) share them.
+//
+// Takes one object off the list of class `cl`, whose first node is `node` (not null).
+TIERPOOL_ALWAYS_INLINE void* ListPop(ThreadCache* tc, std::size_t cl, void* node) {
+  const std::int64_t left = tc->count(cl) - 1;
+  if (TIERPOOL_LIKELY(left >= 0)) {
+    // The node's last item: a word of a line in cache; the item itself is not touched.
+    tc->set_count(cl, left);
+    return TakeItemOfClass(node, static_cast<std::size_t>(left) + 1, page_map,
+                           static_cast<std::uint32_t>(cl));
+  }
+  // The node itself: the second moves up, the node's link names the new second, which is asked
+  // for now (it is needed a node's worth of pops from now).
+  void* third = LoadNextOfClass(node, page_map, static_cast<std::uint32_t>(cl));
   tc->set_head(cl, tc->second(cl));
   tc->set_second(cl, third);
+  tc->set_count(cl, tc->cap(cl));
+  __builtin_prefetch(third);
+  return node;
+}
+
+// Puts `ptr`, a free object of class `cl`, on its list.
+TIERPOOL_ALWAYS_INLINE void ListPush(ThreadCache* tc, std::size_t cl, void* ptr) {
+  const std::int64_t n = tc->count(cl) + 1;
+  if (TIERPOOL_LIKELY(n <= tc->cap(cl))) {
+    if constexpr (kHardened) StoreNext(ptr, nullptr);  // checked when the item is taken
+    StoreItem(tc->head(cl), static_cast<std::size_t>(n), ptr);
+    tc->set_count(cl, n);
+    return;
+  }
+  // The first node is full (or the list empty): `ptr` becomes the new first node.
+  StoreNext(ptr, tc->second(cl));
+  tc->set_second(cl, tc->head(cl));
+  tc->set_head(cl, ptr);
+  tc->set_count(cl, 0);
+}
+
+// Takes an object off the thread's list of class `cl`, whose first node is `node`.
+// [snippet:pop]
+TIERPOOL_ALWAYS_INLINE void* PopHead(ThreadCache* tc, std::size_t cl, void* node) {
+  void* ptr = ListPop(tc, cl, node);
   tc->set_room(cl, tc->room(cl) + 1);
   if constexpr (kByteBudget) tc->set_budget_left(tc->budget_left() + tc->object_size(cl));
   return HandOut(ptr, cl);
@@ -147,9 +181,7 @@ TIERPOOL_ALWAYS_INLINE void PushChecked(ThreadCache* tc, void* ptr, std::size_t 
   const std::int64_t room = tc->room(cl) - 1;
   if (TIERPOOL_LIKELY(room >= 0)) {
     tc->set_room(cl, room);
-    StoreNext(ptr, tc->second(cl));
-    tc->set_second(cl, tc->head(cl));
-    tc->set_head(cl, ptr);
+    ListPush(tc, cl, ptr);
     if constexpr (kByteBudget) {
       const std::int64_t left = tc->budget_left() - tc->object_size(cl);
       tc->set_budget_left(left);

@@ -91,6 +91,31 @@ TIERPOOL_ALWAYS_INLINE void* LoadNextOfClass(void* object, const PageMap& map, s
   return next;
 }
 
+// The thread caches' unrolled lists (thread_cache.h): a free object used as a node holds, in its
+// words 1..n, the addresses of other free objects (items). Stored and checked like links.
+TIERPOOL_RAW_ACCESS void* LoadItem(void* node, std::size_t i) {
+  auto* word = static_cast<std::uintptr_t*>(node) + i;
+#if TIERPOOL_VALGRIND
+  VALGRIND_MAKE_MEM_DEFINED(word, sizeof(void*));
+#endif
+  void* item = DecodeLink(*word);
+#if TIERPOOL_VALGRIND
+  VALGRIND_MAKE_MEM_NOACCESS(word, sizeof(void*));
+#endif
+  return item;
+}
+
+TIERPOOL_RAW_ACCESS void StoreItem(void* node, std::size_t i, void* item) {
+  auto* word = static_cast<std::uintptr_t*>(node) + i;
+#if TIERPOOL_VALGRIND
+  VALGRIND_MAKE_MEM_UNDEFINED(word, sizeof(void*));
+#endif
+  *word = EncodeLink(item);
+#if TIERPOOL_VALGRIND
+  VALGRIND_MAKE_MEM_NOACCESS(word, sizeof(void*));
+#endif
+}
+
 // Memory that belongs to the allocator (a fresh span, a freed block): users must not touch it.
 TIERPOOL_ALWAYS_INLINE void MarkUnusable(void* start, std::size_t bytes) {
 #if TIERPOOL_ASAN
@@ -223,6 +248,40 @@ TIERPOOL_RAW_ACCESS bool FreePatternIntact(void* block, std::size_t bytes) {
   (void)block;
   (void)bytes;
   return true;
+}
+
+// Word `i` of a free block gets the free pattern back (hardened builds: a node's item taken out).
+TIERPOOL_RAW_ACCESS void RestoreFreePatternWord(void* block, std::size_t i) {
+  auto* word = static_cast<std::uint64_t*>(block) + i;
+#if TIERPOOL_VALGRIND
+  VALGRIND_MAKE_MEM_UNDEFINED(word, sizeof(*word));
+#endif
+  *word = kFreePattern;
+#if TIERPOOL_VALGRIND
+  VALGRIND_MAKE_MEM_NOACCESS(word, sizeof(*word));
+#endif
+}
+
+// Item `i` of `node`, a free block of class `cl`, taken out of it. Hardened: it must be a block of
+// class `cl` whose first word is intact, and word i of the node gets the free pattern back
+// (FillFreePattern's, checked on hand-out).
+TIERPOOL_ALWAYS_INLINE void* TakeItemOfClass(void* node, std::size_t i, const PageMap& map,
+                                             std::uint32_t cl) {
+  void* item = LoadItem(node, i);
+  if constexpr (kHardened) {
+    if (TIERPOOL_UNLIKELY(item == nullptr || map.ClassOf(item) != cl)) {
+      Fatal("free-list item overwritten in a freed block", node);
+    }
+    // An item's own first word holds an encoded null (ListPush): anything else is a write after
+    // free, as for a node's link.
+    if (TIERPOOL_UNLIKELY(LoadNext(item) != nullptr)) {
+      Fatal("free-list link overwritten in a freed block", item);
+    }
+    RestoreFreePatternWord(node, i);
+  }
+  (void)map;
+  (void)cl;
+  return item;
 }
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS

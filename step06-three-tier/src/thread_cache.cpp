@@ -12,6 +12,17 @@ namespace {
 // A list that overflows this many times in a row with a limit above one batch gives a batch of
 // its limit back: it was sized for a peak that has passed.
 constexpr std::uint8_t kMaxOverages = 3;
+// Items per node at most (thread_cache.h).
+constexpr std::size_t kMaxItemsPerNode = 7;
+// Most objects a refill brings (a batch, or a few more to finish a carved cache line), and most a
+// release takes at once (a batch).
+constexpr std::size_t kMaxBatch = 128;
+constexpr std::size_t kMaxRefill = kMaxBatch + kCacheLineSize / 8;
+static_assert([] {
+  for (int cl = 1; cl < kNumClasses; ++cl)
+    if (kClasses[cl].batch > kMaxBatch) return false;
+  return true;
+}());
 
 // Without a thread cache (thread exiting, or the OS refused memory for one): go to the central
 // cache one object at a time.
@@ -35,8 +46,16 @@ void FreeUncached(void* ptr, std::uint32_t cl) {
 constinit const ThreadCache empty_cache;
 
 void ThreadCache::Init(std::int64_t budget) {
-  for (std::uint32_t cl = 0; cl < kNumClasses; ++cl)
+  for (std::uint32_t cl = 0; cl < kNumClasses; ++cl) {
     sizes_[cl] = kClasses[cl].size;
+    // Items a node holds: the words after its link, at most 7 (a 64-byte node, one line).
+    const std::size_t words = kClasses[cl].size / sizeof(void*);
+    const std::size_t cap = words == 0                     ? 0
+                            : words - 1 < kMaxItemsPerNode ? words - 1
+                                                           : kMaxItemsPerNode;
+    caps_[cl] = static_cast<std::int64_t>(cap);
+    counts_[cl] = caps_[cl];  // empty: looks like a full first node
+  }
   __atomic_store_n(&budget_, budget, __ATOMIC_RELAXED);
   set_budget_left(budget);
 }
@@ -69,11 +88,20 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
                                               /*whole_batch=*/true);
   if (got == 0) return nullptr;
   if (static_cast<std::uint32_t>(got) > max_lengths_[cl]) SetMaxLength(cl, got);  // a whole batch
-  // Hand out the first object, keep the rest (the list was empty): the chain's second object
-  // becomes the head, and the first's link (its third, or null) the new second.
+  // Hand out the first object, keep the rest (the list was empty): the chain is walked into an
+  // array, then pushed from its end, so the list hands the objects out in the chain's order (a
+  // fresh span's in address order).
   if (second != nullptr) {
-    heads_[cl] = second;
-    seconds_[cl] = LoadNextOfClass(first, page_map, cl);
+    void* objects[kMaxRefill];
+    void* cursor[2] = {first, second};  // objects at even and odd positions
+    const int n = got < int{kMaxRefill} ? got : int{kMaxRefill};
+    for (int i = 0; i < n; ++i) {
+      objects[i] = cursor[i & 1];
+      if (i + 2 < got) cursor[i & 1] = LoadNextOfClass(objects[i], page_map, cl);
+    }
+    if (TIERPOOL_UNLIKELY(got > n)) Fatal("refill larger than expected", first);
+    for (int i = got - 1; i >= 1; --i)
+      ListPush(this, cl, objects[i]);
     rooms_[cl] -= got - 1;
     set_budget_left(budget_left_ - std::int64_t{got - 1} * sizes_[cl]);
   }
@@ -124,26 +152,21 @@ void ThreadCache::OverBudget(std::uint32_t cl) {
   Tick();
 }
 
-// Detaches the first n objects of the list and gives them to the central cache in batches,
-// each a chain of its own: the links of its last two objects are cut, and the objects they
-// pointed to become the list's first two.
+// Detaches the first n objects of the list (the ones it would hand out first) and gives them to
+// the central cache in batches, each a chain of its own (object k links to object k + 2).
 void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n) {
   const std::uint32_t batch = kClasses[cl].batch;
+  void* objects[kMaxBatch];
   while (n > 0) {
     const std::uint32_t take = n < batch ? n : batch;
-    void* first = heads_[cl];
-    void* second = take > 1 ? seconds_[cl] : nullptr;
-    void* cursor[2] = {heads_[cl], seconds_[cl]};  // objects at even and odd positions
-    for (std::uint32_t i = 0; i < take; ++i) {
-      void* object = cursor[i & 1];
-      cursor[i & 1] = LoadNextOfClass(object, page_map, cl);
-      if (i + 2 >= take) StoreNext(object, nullptr);
-    }
-    heads_[cl] = cursor[take & 1];
-    seconds_[cl] = cursor[(take + 1) & 1];
+    for (std::uint32_t i = 0; i < take; ++i)
+      objects[i] = ListPop(this, cl, heads_[cl]);
+    for (std::uint32_t i = 0; i < take; ++i)
+      StoreNext(objects[i], i + 2 < take ? objects[i + 2] : nullptr);
     rooms_[cl] += take;
     set_budget_left(budget_left_ + std::int64_t{take} * sizes_[cl]);
-    G().central[cl].InsertRange(first, second, static_cast<int>(take));
+    G().central[cl].InsertRange(objects[0], take > 1 ? objects[1] : nullptr,
+                                static_cast<int>(take));
     n -= take;
   }
 }

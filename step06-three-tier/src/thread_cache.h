@@ -1,17 +1,27 @@
 // ThreadCache: the top tier, one per thread, no locks, no atomic read-modify-writes.
 //
-//   heads[class], seconds[class]:  the first two objects of the list
+//   heads[class], seconds[class]:  the first two nodes of the list
+//   counts[class]:                  items left in the first node
 //   rooms[class]:                   how many more objects the list may take (limit - length)
 //
-// The list is a *chain*: each free object's first word points not to the next object but to
-// the one after it, and the cache keeps the first two. A pop hands out the head, moves the
-// second up, and takes the new second from the head's word; a push stores the old second in the
-// new object and shifts the two pointers. So the object whose link a pop reads has been known
-// since two pops ago: the loads of successive pops do not wait for each other, and the CPU,
-// which runs ahead of the program, overlaps their misses. A list of cold objects (freed long
-// ago, or in a shuffled order) costs far fewer full memory latencies. A push reads no object.
+// The list is *unrolled*: a free object used as a node holds, besides its link (word 0), the
+// addresses of up to `cap` other free objects, its items (words 1..cap; cap = size / 8 - 1, at
+// most 7: a 64-byte node is one cache line and carries eight free objects, an 8-byte one only
+// its link). Every node but the first is full. A pop hands out the first node's last item, read
+// from a node that is already in cache, without touching the item; only when the node has no
+// items left does the node itself go, and the next node becomes first. A push of a freed object
+// stores its address in the first node while that has room (the freed object is not written),
+// and makes it the new first node otherwise.
 //
-//     heads --> A      seconds --> B        A.link = C, B.link = D, C.link = E ...
+// The nodes form a *chain*: each node's link points not to the next node but to the one after
+// it, and the cache keeps the first two. Popping a node moves the second up and takes the new
+// second from the popped node's word (a line just read); the new second is prefetched then, a
+// node's worth of pops before it is needed.
+//
+//     heads --> A [link=C | i1..i(count)]   seconds --> B [link=D | i1..i7]   C ...
+//
+// An empty list has heads null and count == cap (it looks like a full first node), so the first
+// push makes a node without testing for null.
 //
 // Allocation pops a list, free pushes one; only an empty list (FetchFromCentral) or a full one
 // (MakeRoom) leaves the thread. The arrays are kept apart (not an array of structs) so that the
@@ -81,6 +91,17 @@ class ThreadCache {
   // Everything back to the central cache (thread exit, tierpool_thread_flush).
   void ReleaseAll();
 
+  // Items in the first node of `cl`, and how many a node of `cl` holds.
+  TIERPOOL_ALWAYS_INLINE std::int64_t count(std::size_t cl) const {
+    return counts_[cl];
+  }
+  TIERPOOL_ALWAYS_INLINE void set_count(std::size_t cl, std::int64_t n) {
+    counts_[cl] = n;
+  }
+  TIERPOOL_ALWAYS_INLINE std::int64_t cap(std::size_t cl) const {
+    return caps_[cl];
+  }
+
   std::size_t CachedBytes() const;  // for stats, callable from any thread
 
  private:
@@ -98,6 +119,11 @@ class ThreadCache {
   std::int64_t budget_left_ = 0;
   std::int64_t budget_ = 0;  // budget_ - budget_left_ = bytes cached
   std::uint8_t overages_[kNumClasses] = {};
+  // Items in the first node (written by the fast paths), and items a node holds (only read).
+  // 8-byte elements, like the arrays above, so that one scaled index serves them all; placed
+  // last so that the quiet offset's twin one more 4 KiB page on falls in caps_, only ever read.
+  std::int64_t counts_[kNumClasses] = {};
+  std::int64_t caps_[kNumClasses] = {};
 
  public:
   // Registry of live caches (stats, fork), guarded by the registry lock. Last, so that the hot
