@@ -107,13 +107,15 @@ TIERPOOL_ALWAYS_INLINE void* ListPop(ThreadCache* tc, std::size_t cl, void* node
     return TakeItemOfClass(node, static_cast<std::size_t>(left) + 1, page_map,
                            static_cast<std::uint32_t>(cl));
   }
-  // The node itself: the second moves up, the node's link names the new second, which is asked
-  // for now (it is needed a node's worth of pops from now).
-  void* third = LoadNextOfClass(node, page_map, static_cast<std::uint32_t>(cl));
-  tc->set_head(cl, tc->second(cl));
+  // The node itself: the second moves up (its tag is its item count), the node's link names the
+  // new second, which is asked for now (it is needed a node's worth of pops from now).
+  void* third = LoadLinkOfClass(node, page_map, static_cast<std::uint32_t>(cl),
+                                static_cast<std::uintptr_t>(tc->cap(cl)));
+  void* second = tc->second(cl);
+  tc->set_head(cl, NodeOf(second));
+  tc->set_count(cl, static_cast<std::int64_t>(ItemsOf(second)));
   tc->set_second(cl, third);
-  tc->set_count(cl, tc->cap(cl));
-  __builtin_prefetch(third);
+  __builtin_prefetch(third);  // the tag does not leave the node's first line
   return node;
 }
 
@@ -127,8 +129,10 @@ TIERPOOL_ALWAYS_INLINE void ListPush(ThreadCache* tc, std::size_t cl, void* ptr)
     return;
   }
   // The first node is full (or the list empty): `ptr` becomes the new first node.
+  // The old first node becomes the second, tagged with its count (an empty list's null head with
+  // its count, the cap, is the list's end).
   StoreNext(ptr, tc->second(cl));
-  tc->set_second(cl, tc->head(cl));
+  tc->set_second(cl, TagNode(tc->head(cl), static_cast<std::uintptr_t>(n - 1)));
   tc->set_head(cl, ptr);
   tc->set_count(cl, 0);
 }

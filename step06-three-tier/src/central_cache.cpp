@@ -148,8 +148,9 @@ int CentralFreeList::FetchFromSpansLocked(void** first, void** second, int n) {
     }
   }
   if (got > 0) {
-    if (before_last != nullptr) StoreNext(before_last, nullptr);
-    StoreNext(last, nullptr);
+    void* const end = ListEnd(ItemsPerNode(object_size_));
+    if (before_last != nullptr) StoreNext(before_last, end);
+    StoreNext(last, end);
     free_objects_.fetch_sub(static_cast<std::size_t>(got), std::memory_order_relaxed);
     out_objects_.fetch_add(static_cast<std::size_t>(got), std::memory_order_relaxed);
   }
@@ -158,38 +159,52 @@ int CentralFreeList::FetchFromSpansLocked(void** first, void** second, int n) {
   return got;
 }
 
-// Pushes each object of the chain on its span's list; spans whose objects are all back are
-// unlinked and chained through `next` into *emptied, for the page heap (after our lock is
-// dropped).
+// Pushes each object of the batch (an unrolled list, thread_cache.h: tagged nodes, each with its
+// items) on its span's list; spans whose objects are all back are unlinked and chained through
+// `next` into *emptied, for the page heap (after our lock is dropped).
 void CentralFreeList::ReleaseToSpansLocked(void* first, void* second, int n, Span** emptied,
                                            void** strays) {
-  void* cursor[2] = {first, second};  // objects at even and odd positions
-  for (int i = 0; i < n; ++i) {
-    void* object = cursor[i & 1];
-    cursor[i & 1] = LoadNextOfClass(object, *page_map_, size_class_);
-    Span* span = page_map_->Get(reinterpret_cast<std::uintptr_t>(object) >> kPageShift);
-    if (TIERPOOL_UNLIKELY(span->size_class != size_class_)) {
-      // A sized free with a wrong size (undefined behaviour the hardened build reports) put it
-      // on this class's lists. Its span is another class's: it goes back there, so no span ever
-      // holds objects of two classes, and its class's counts, not ours, take it back.
-      StoreNext(object, *strays);
-      *strays = object;
-      free_objects_.fetch_sub(1, std::memory_order_relaxed);
-      out_objects_.fetch_add(1, std::memory_order_relaxed);
-      continue;
+  const std::uintptr_t cap = ItemsPerNode(object_size_);
+  void* cursor[2] = {first, second};  // nodes at even and odd positions, tagged
+  int left = n;
+  for (int k = 0; left > 0; ++k) {
+    void* tagged = cursor[k & 1];
+    void* node = NodeOf(tagged);
+    const std::uintptr_t items = ItemsOf(tagged);
+    // The node's link and items are read before the node goes on a span's list (its first word).
+    if (left > static_cast<int>(items) + 1) {
+      cursor[k & 1] = LoadLinkOfClass(node, *page_map_, size_class_, cap);
     }
-    StoreNext(object, span->free_list);
-    span->free_list = object;
-    if (--span->allocated == 0) {
-      if (span->in_central_list) spans_.Remove(span);
-      span->in_central_list = false;
-      free_objects_.fetch_sub(kClasses[size_class_].objects, std::memory_order_relaxed);
-      span->next = *emptied;
-      *emptied = span;
-    } else if (!span->in_central_list) {
-      spans_.PushFront(span);
-      span->in_central_list = true;
-    }
+    for (std::uintptr_t i = items; i >= 1; --i)
+      ReleaseObjectLocked(TakeItemOfClass(node, i, *page_map_, size_class_), emptied, strays);
+    ReleaseObjectLocked(node, emptied, strays);
+    left -= static_cast<int>(items) + 1;
+  }
+}
+
+void CentralFreeList::ReleaseObjectLocked(void* object, Span** emptied, void** strays) {
+  Span* span = page_map_->Get(reinterpret_cast<std::uintptr_t>(object) >> kPageShift);
+  if (TIERPOOL_UNLIKELY(span->size_class != size_class_)) {
+    // A sized free with a wrong size (undefined behaviour the hardened build reports) put it
+    // on this class's lists. Its span is another class's: it goes back there, so no span ever
+    // holds objects of two classes, and its class's counts, not ours, take it back.
+    StoreNext(object, *strays);
+    *strays = object;
+    free_objects_.fetch_sub(1, std::memory_order_relaxed);
+    out_objects_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  StoreNext(object, span->free_list);
+  span->free_list = object;
+  if (--span->allocated == 0) {
+    if (span->in_central_list) spans_.Remove(span);
+    span->in_central_list = false;
+    free_objects_.fetch_sub(kClasses[size_class_].objects, std::memory_order_relaxed);
+    span->next = *emptied;
+    *emptied = span;
+  } else if (!span->in_central_list) {
+    spans_.PushFront(span);
+    span->in_central_list = true;
   }
 }
 

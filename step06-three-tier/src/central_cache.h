@@ -3,13 +3,14 @@
 //   transfer slots   [batch][batch][ ]...   whole batches, moved to and from thread caches in O(1)
 //   spans            span <-> span <-> ...  spans of this class with objects left to hand out
 //
-// A thread cache asks for or returns a batch of objects as a *chain* (see thread_cache.h: each
-// object's first word points two objects further, and the chain is named by its first two
-// objects). A full batch goes into / comes out of a transfer slot: one lock, no object touched.
-// Anything else (a partial batch, or slots full / empty) goes through the spans: each object
-// returned is pushed on its span's list (page map lookup), and a span whose objects have all come
-// back goes to the page heap. Fresh spans are carved lazily, so their pages are touched only when
-// used.
+// A thread cache asks for or returns a batch of objects as an *unrolled list* (see thread_cache.h:
+// nodes that carry the addresses of other free objects, each node's first word pointing two nodes
+// further, tagged with that node's item count; the batch is named by its first two nodes). A
+// batch carved from spans is the case of nodes without items. A full batch goes into / comes out of
+// a transfer slot: one lock, no object touched. Anything else (a partial batch, or slots full /
+// empty) goes through the spans: each object returned is pushed on its span's list (page map
+// lookup), and a span whose objects have all come back goes to the page heap. Fresh spans are
+// carved lazily, so their pages are touched only when used.
 #pragma once
 
 #include <atomic>
@@ -45,11 +46,11 @@ class alignas(64) CentralFreeList {
   static void Attach(PageHeap* page_heap, PageMap* page_map, CentralFreeList* all,
                      Batch (*slots)[kMaxTransferSlots]);
 
-  // Up to `n` objects as a chain starting *first, *second (*second null for one object); with
+  // Up to `n` objects as a batch starting *first, *second (*second null for one object); with
   // `whole_batch`, a parked batch whole when there is one (more than `n` if n < batch). Returns
   // how many (0 only when the OS refuses memory).
   int RemoveRange(void** first, void** second, int n, bool whole_batch = false);
-  // Takes back a chain of `n` objects starting first, second.
+  // Takes back a batch of `n` objects starting first, second.
   void InsertRange(void* first, void* second, int n);
   // Whether the list of class `cl` was ever used: the drains skip the others, which nothing
   // has written (their pages never touched).
@@ -75,6 +76,7 @@ class alignas(64) CentralFreeList {
   // Objects back to their spans; emptied spans chained on *emptied, and objects of another class
   // (freed with a wrong size) on *strays, both for after the lock.
   void ReleaseToSpansLocked(void* first, void* second, int n, Span** emptied, void** strays);
+  void ReleaseObjectLocked(void* object, Span** emptied, void** strays);
   void ReturnStrays(void* strays);
   void SetUpLocked();
   // A batch into / out of the slots: counted against kMaxParkedBytes. Park is false (and counts

@@ -116,6 +116,51 @@ TIERPOOL_RAW_ACCESS void StoreItem(void* node, std::size_t i, void* item) {
 #endif
 }
 
+// Items a node of `size` bytes holds: the words after its link, at most 7 (a 64-byte node is one
+// line), so that an item count fits in the 3 low bits of an 8-byte-aligned address.
+inline constexpr std::uintptr_t kMaxItemsPerNode = 7;
+constexpr std::uintptr_t ItemsPerNode(std::size_t size) {
+  const std::size_t words = size / sizeof(void*);
+  if (words <= 1) return 0;
+  return words - 1 < kMaxItemsPerNode ? words - 1 : kMaxItemsPerNode;
+}
+
+// Links between nodes are *tagged*: the node's address with its item count in the low 3 bits.
+// The end of a list is the null address tagged with the class's ItemsPerNode (ListEnd): a list
+// that runs into it is empty, and an empty list looks like one whose first node is full, so a
+// push makes a new node without testing for null. Chains of plain objects (the spans' carving)
+// are the case of nodes without items.
+TIERPOOL_ALWAYS_INLINE void* TagNode(void* node, std::uintptr_t items) {
+  return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(node) | items);
+}
+TIERPOOL_ALWAYS_INLINE void* NodeOf(void* tagged) {
+  return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(tagged) & ~kMaxItemsPerNode);
+}
+TIERPOOL_ALWAYS_INLINE std::uintptr_t ItemsOf(void* tagged) {
+  return reinterpret_cast<std::uintptr_t>(tagged) & kMaxItemsPerNode;
+}
+TIERPOOL_ALWAYS_INLINE void* ListEnd(std::uintptr_t items_per_node) {
+  return reinterpret_cast<void*>(items_per_node);
+}
+
+// The tagged link of `node`, a free block of class `cl`, that the allocator is about to follow.
+// Hardened: it must name a block of class `cl` (or the end) with at most `cap` items.
+TIERPOOL_ALWAYS_INLINE void* LoadLinkOfClass(void* node, const PageMap& map, std::uint32_t cl,
+                                             std::uintptr_t cap) {
+  void* next = LoadNext(node);
+  if constexpr (kHardened) {
+    void* next_node = NodeOf(next);
+    if (TIERPOOL_UNLIKELY(ItemsOf(next) > cap ||
+                          (next_node != nullptr && map.ClassOf(next_node) != cl))) {
+      Fatal("free-list link overwritten in a freed block", node);
+    }
+  }
+  (void)map;
+  (void)cl;
+  (void)cap;
+  return next;
+}
+
 // Memory that belongs to the allocator (a fresh span, a freed block): users must not touch it.
 TIERPOOL_ALWAYS_INLINE void MarkUnusable(void* start, std::size_t bytes) {
 #if TIERPOOL_ASAN

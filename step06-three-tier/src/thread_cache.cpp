@@ -12,12 +12,8 @@ namespace {
 // A list that overflows this many times in a row with a limit above one batch gives a batch of
 // its limit back: it was sized for a peak that has passed.
 constexpr std::uint8_t kMaxOverages = 3;
-// Items per node at most (thread_cache.h).
-constexpr std::size_t kMaxItemsPerNode = 7;
-// Most objects a refill brings (a batch, or a few more to finish a carved cache line), and most a
-// release takes at once (a batch).
+// Most objects a release takes at once (a batch), so most nodes a batch has.
 constexpr std::size_t kMaxBatch = 128;
-constexpr std::size_t kMaxRefill = kMaxBatch + kCacheLineSize / 8;
 static_assert([] {
   for (int cl = 1; cl < kNumClasses; ++cl)
     if (kClasses[cl].batch > kMaxBatch) return false;
@@ -48,13 +44,10 @@ constinit const ThreadCache empty_cache;
 void ThreadCache::Init(std::int64_t budget) {
   for (std::uint32_t cl = 0; cl < kNumClasses; ++cl) {
     sizes_[cl] = kClasses[cl].size;
-    // Items a node holds: the words after its link, at most 7 (a 64-byte node, one line).
-    const std::size_t words = kClasses[cl].size / sizeof(void*);
-    const std::size_t cap = words == 0                     ? 0
-                            : words - 1 < kMaxItemsPerNode ? words - 1
-                                                           : kMaxItemsPerNode;
-    caps_[cl] = static_cast<std::int64_t>(cap);
-    counts_[cl] = caps_[cl];  // empty: looks like a full first node
+    caps_[cl] = static_cast<std::int64_t>(ItemsPerNode(kClasses[cl].size));
+    // Empty: the first node looks full, the second is the list's end.
+    counts_[cl] = caps_[cl];
+    seconds_[cl] = ListEnd(ItemsPerNode(kClasses[cl].size));
   }
   __atomic_store_n(&budget_, budget, __ATOMIC_RELAXED);
   set_budget_left(budget);
@@ -88,24 +81,15 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
                                               /*whole_batch=*/true);
   if (got == 0) return nullptr;
   if (static_cast<std::uint32_t>(got) > max_lengths_[cl]) SetMaxLength(cl, got);  // a whole batch
-  // Hand out the first object, keep the rest (the list was empty): the chain is walked into an
-  // array, then pushed from its end, so the list hands the objects out in the chain's order (a
-  // fresh span's in address order).
-  if (second != nullptr) {
-    void* objects[kMaxRefill];
-    void* cursor[2] = {first, second};  // objects at even and odd positions
-    const int n = got < int{kMaxRefill} ? got : int{kMaxRefill};
-    for (int i = 0; i < n; ++i) {
-      objects[i] = cursor[i & 1];
-      if (i + 2 < got) cursor[i & 1] = LoadNextOfClass(objects[i], page_map, cl);
-    }
-    if (TIERPOOL_UNLIKELY(got > n)) Fatal("refill larger than expected", first);
-    for (int i = got - 1; i >= 1; --i)
-      ListPush(this, cl, objects[i]);
-    rooms_[cl] -= got - 1;
-    set_budget_left(budget_left_ - std::int64_t{got - 1} * sizes_[cl]);
-  }
-  return first;
+  // The list was empty: the batch becomes the list (its first two nodes, tagged with their item
+  // counts, are the list's first two), and its first object is handed out.
+  void* end = ListEnd(static_cast<std::uintptr_t>(caps_[cl]));
+  heads_[cl] = NodeOf(first);
+  counts_[cl] = static_cast<std::int64_t>(ItemsOf(first));
+  seconds_[cl] = NodeOf(second) != nullptr ? second : end;
+  rooms_[cl] -= got - 1;
+  set_budget_left(budget_left_ - std::int64_t{got - 1} * sizes_[cl]);
+  return ListPop(this, cl, heads_[cl]);
 }
 
 void ThreadCache::MakeRoom(std::uint32_t cl) {
@@ -153,20 +137,55 @@ void ThreadCache::OverBudget(std::uint32_t cl) {
 }
 
 // Detaches the first n objects of the list (the ones it would hand out first) and gives them to
-// the central cache in batches, each a chain of its own (object k links to object k + 2).
+// the central cache in batches, each an unrolled list of its own: the list's first nodes, whole,
+// and where the batch ends inside a node, that node's last items, one of them made a node holding
+// the others. Only the nodes are read (their links), and the last few written.
 void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n) {
   const std::uint32_t batch = kClasses[cl].batch;
-  void* objects[kMaxBatch];
+  const auto cap = static_cast<std::uintptr_t>(caps_[cl]);
+  void* const end = ListEnd(cap);
+  void* nodes[kMaxBatch + 1];  // the batch's nodes, tagged
   while (n > 0) {
     const std::uint32_t take = n < batch ? n : batch;
-    for (std::uint32_t i = 0; i < take; ++i)
-      objects[i] = ListPop(this, cl, heads_[cl]);
-    for (std::uint32_t i = 0; i < take; ++i)
-      StoreNext(objects[i], i + 2 < take ? objects[i + 2] : nullptr);
+    void* cursor[2] = {TagNode(heads_[cl], static_cast<std::uintptr_t>(counts_[cl])),
+                       seconds_[cl]};  // the nodes at even and odd positions
+    std::uint32_t taken = 0;
+    std::size_t k = 0;  // whole nodes taken
+    for (;;) {
+      void* tagged = cursor[k & 1];
+      const std::uint32_t objects = static_cast<std::uint32_t>(ItemsOf(tagged)) + 1;
+      if (taken + objects > take) break;
+      nodes[k] = tagged;
+      cursor[k & 1] = LoadLinkOfClass(NodeOf(tagged), page_map, cl, cap);  // node k + 2
+      taken += objects;
+      ++k;
+      if (taken == take) break;
+    }
+    // The list now starts at node k (its second is node k + 1).
+    void* rest = cursor[k & 1];
+    std::size_t m = k;  // nodes in the batch
+    if (taken < take) {
+      // The batch ends inside node k: its last `want` items leave it, the first of them as a
+      // node that holds the others.
+      const std::uintptr_t want = take - taken;
+      void* split = NodeOf(rest);
+      const std::uintptr_t items = ItemsOf(rest);  // > want - 1
+      void* node = TakeItemOfClass(split, items, page_map, cl);
+      for (std::uintptr_t i = 1; i < want; ++i)
+        StoreItem(node, i, TakeItemOfClass(split, items - i, page_map, cl));
+      nodes[m++] = TagNode(node, want - 1);
+      rest = TagNode(split, items - want);
+      if (m >= 3) StoreNext(NodeOf(nodes[m - 3]), nodes[m - 1]);  // it linked to node k
+    }
+    // The batch's last two nodes end it.
+    for (std::size_t i = m >= 2 ? m - 2 : 0; i < m; ++i)
+      StoreNext(NodeOf(nodes[i]), end);
+    heads_[cl] = NodeOf(rest);
+    counts_[cl] = static_cast<std::int64_t>(ItemsOf(rest));
+    seconds_[cl] = cursor[(k + 1) & 1];
     rooms_[cl] += take;
     set_budget_left(budget_left_ + std::int64_t{take} * sizes_[cl]);
-    G().central[cl].InsertRange(objects[0], take > 1 ? objects[1] : nullptr,
-                                static_cast<int>(take));
+    G().central[cl].InsertRange(nodes[0], m > 1 ? nodes[1] : end, static_cast<int>(take));
     n -= take;
   }
 }
