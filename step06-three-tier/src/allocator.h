@@ -98,57 +98,54 @@ TIERPOOL_ALWAYS_INLINE void* HandOut(void* ptr, std::size_t cl) {
 // The list operations alone (no room, no budget): the fast paths below and the slow paths that
 // move objects between a list and the central cache (thread_cache.cpp) share them.
 //
-// Takes one object off the list of class `cl`, whose first node is `node` (not null).
-TIERPOOL_ALWAYS_INLINE void* ListPop(ThreadCache* tc, std::size_t cl, void* node) {
-  const std::int64_t left = tc->count(cl) - 1;
-  if (TIERPOOL_LIKELY(left >= 0)) {
+// Takes one object off the list of class `cl`, whose first node is `first` (tagged: the node's
+// address, its item count in the low bits; not the list's end).
+TIERPOOL_ALWAYS_INLINE void* ListPop(ThreadCache* tc, std::size_t cl, void* first) {
+  const std::uintptr_t items = ItemsOf(first);
+  if (TIERPOOL_LIKELY(items != 0)) {
     // The node's last item: a word of a line in cache; the item itself is not touched.
-    tc->set_count(cl, left);
-    return TakeItemOfClass(node, static_cast<std::size_t>(left) + 1, page_map,
-                           static_cast<std::uint32_t>(cl));
+    tc->set_head(cl, static_cast<char*>(first) - 1);  // one item fewer
+    return TakeItemOfClass(NodeOf(first), items, page_map, static_cast<std::uint32_t>(cl));
   }
-  // The node itself: the second moves up (its tag is its item count), the node's link names the
-  // new second, which is asked for now (it is needed a node's worth of pops from now).
-  void* third = LoadLinkOfClass(node, page_map, static_cast<std::uint32_t>(cl),
+  // The node itself (its tag is 0): the second moves up, the node's link names the new second,
+  // which is asked for now (it is needed a node's worth of pops from now).
+  void* third = LoadLinkOfClass(first, page_map, static_cast<std::uint32_t>(cl),
                                 static_cast<std::uintptr_t>(tc->cap(cl)));
-  void* second = tc->second(cl);
-  tc->set_head(cl, NodeOf(second));
-  tc->set_count(cl, static_cast<std::int64_t>(ItemsOf(second)));
+  tc->set_head(cl, tc->second(cl));
   tc->set_second(cl, third);
   __builtin_prefetch(third);  // the tag does not leave the node's first line
-  return node;
+  return first;
 }
 
 // Puts `ptr`, a free object of class `cl`, on its list.
 TIERPOOL_ALWAYS_INLINE void ListPush(ThreadCache* tc, std::size_t cl, void* ptr) {
-  const std::int64_t n = tc->count(cl) + 1;
-  if (TIERPOOL_LIKELY(n <= tc->cap(cl))) {
+  void* first = tc->head(cl);
+  const std::uintptr_t items = ItemsOf(first);
+  if (TIERPOOL_LIKELY(static_cast<std::int64_t>(items) < tc->cap(cl))) {
     if constexpr (kHardened) StoreNext(ptr, nullptr);  // checked when the item is taken
-    StoreItem(tc->head(cl), static_cast<std::size_t>(n), ptr);
-    tc->set_count(cl, n);
+    StoreItem(NodeOf(first), items + 1, ptr);
+    tc->set_head(cl, static_cast<char*>(first) + 1);  // one item more (items < cap <= 7)
     return;
   }
-  // The first node is full (or the list empty): `ptr` becomes the new first node.
-  // The old first node becomes the second, tagged with its count (an empty list's null head with
-  // its count, the cap, is the list's end).
+  // The first node is full (or the list empty, its end tagged as full): `ptr` becomes the new
+  // first node, with no items, and the old first (tagged with its count) the second.
   StoreNext(ptr, tc->second(cl));
-  tc->set_second(cl, TagNode(tc->head(cl), static_cast<std::uintptr_t>(n - 1)));
+  tc->set_second(cl, first);
   tc->set_head(cl, ptr);
-  tc->set_count(cl, 0);
 }
 
-// Takes an object off the thread's list of class `cl`, whose first node is `node`.
+// Takes an object off the thread's list of class `cl`, whose first node is `first` (tagged).
 // [snippet:pop]
-TIERPOOL_ALWAYS_INLINE void* PopHead(ThreadCache* tc, std::size_t cl, void* node) {
-  void* ptr = ListPop(tc, cl, node);
+TIERPOOL_ALWAYS_INLINE void* PopHead(ThreadCache* tc, std::size_t cl, void* first) {
+  void* ptr = ListPop(tc, cl, first);
   tc->set_room(cl, tc->room(cl) + 1);
   if constexpr (kByteBudget) tc->set_budget_left(tc->budget_left() + tc->object_size(cl));
   return HandOut(ptr, cl);
 }
 
 TIERPOOL_ALWAYS_INLINE void* AllocateClass(ThreadCache* tc, std::size_t cl) {
-  void* ptr = tc->head(cl);
-  if (TIERPOOL_LIKELY(ptr != nullptr)) return PopHead(tc, cl, ptr);
+  void* first = tc->head(cl);
+  if (TIERPOOL_LIKELY(NodeOf(first) != nullptr)) return PopHead(tc, cl, first);
   return AllocateRefill(tc, cl);
 }
 // [/snippet]
@@ -173,9 +170,9 @@ TIERPOOL_ALWAYS_INLINE void* TryAllocateCached(std::size_t size) {
   if (TIERPOOL_UNLIKELY(size > kMaxSmallSize)) return nullptr;
   ThreadCache* tc = tls_cache;
   const std::size_t cl = kClassOf(size);
-  void* ptr = tc->head(cl);
-  if (TIERPOOL_UNLIKELY(ptr == nullptr)) return nullptr;
-  return PopHead(tc, cl, ptr);
+  void* first = tc->head(cl);
+  if (TIERPOOL_UNLIKELY(NodeOf(first) == nullptr)) return nullptr;
+  return PopHead(tc, cl, first);
 }
 
 // A block of class `cl`, already checked and marked free, goes on the thread's list. The room

@@ -45,9 +45,9 @@ void ThreadCache::Init(std::int64_t budget) {
   for (std::uint32_t cl = 0; cl < kNumClasses; ++cl) {
     sizes_[cl] = kClasses[cl].size;
     caps_[cl] = static_cast<std::int64_t>(ItemsPerNode(kClasses[cl].size));
-    // Empty: the first node looks full, the second is the list's end.
-    counts_[cl] = caps_[cl];
-    seconds_[cl] = ListEnd(ItemsPerNode(kClasses[cl].size));
+    // Empty: both nodes are the list's end (which looks like a full node).
+    heads_[cl] = ListEnd(ItemsPerNode(kClasses[cl].size));
+    seconds_[cl] = heads_[cl];
   }
   __atomic_store_n(&budget_, budget, __ATOMIC_RELAXED);
   set_budget_left(budget);
@@ -84,8 +84,7 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   // The list was empty: the batch becomes the list (its first two nodes, tagged with their item
   // counts, are the list's first two), and its first object is handed out.
   void* end = ListEnd(static_cast<std::uintptr_t>(caps_[cl]));
-  heads_[cl] = NodeOf(first);
-  counts_[cl] = static_cast<std::int64_t>(ItemsOf(first));
+  heads_[cl] = first;
   seconds_[cl] = NodeOf(second) != nullptr ? second : end;
   rooms_[cl] -= got - 1;
   set_budget_left(budget_left_ - std::int64_t{got - 1} * sizes_[cl]);
@@ -147,8 +146,7 @@ void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n) {
   void* nodes[kMaxBatch + 1];  // the batch's nodes, tagged
   while (n > 0) {
     const std::uint32_t take = n < batch ? n : batch;
-    void* cursor[2] = {TagNode(heads_[cl], static_cast<std::uintptr_t>(counts_[cl])),
-                       seconds_[cl]};  // the nodes at even and odd positions
+    void* cursor[2] = {heads_[cl], seconds_[cl]};  // the nodes at even and odd positions
     std::uint32_t taken = 0;
     std::size_t k = 0;  // whole nodes taken
     for (;;) {
@@ -180,8 +178,7 @@ void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n) {
     // The batch's last two nodes end it.
     for (std::size_t i = m >= 2 ? m - 2 : 0; i < m; ++i)
       StoreNext(NodeOf(nodes[i]), end);
-    heads_[cl] = NodeOf(rest);
-    counts_[cl] = static_cast<std::int64_t>(ItemsOf(rest));
+    heads_[cl] = rest;
     seconds_[cl] = cursor[(k + 1) & 1];
     rooms_[cl] += take;
     set_budget_left(budget_left_ + std::int64_t{take} * sizes_[cl]);

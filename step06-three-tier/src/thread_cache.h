@@ -1,7 +1,6 @@
 // ThreadCache: the top tier, one per thread, no locks, no atomic read-modify-writes.
 //
-//   heads[class], seconds[class]:  the first two nodes of the list
-//   counts[class]:                  items left in the first node
+//   heads[class], seconds[class]:  the first two nodes of the list, tagged with their item counts
 //   rooms[class]:                   how many more objects the list may take (limit - length)
 //
 // The list is *unrolled*: a free object used as a node holds, besides its link (word 0), the
@@ -91,13 +90,7 @@ class ThreadCache {
   // Everything back to the central cache (thread exit, tierpool_thread_flush).
   void ReleaseAll();
 
-  // Items in the first node of `cl`, and how many a node of `cl` holds.
-  TIERPOOL_ALWAYS_INLINE std::int64_t count(std::size_t cl) const {
-    return counts_[cl];
-  }
-  TIERPOOL_ALWAYS_INLINE void set_count(std::size_t cl, std::int64_t n) {
-    counts_[cl] = n;
-  }
+  // How many items a node of `cl` holds.
   TIERPOOL_ALWAYS_INLINE std::int64_t cap(std::size_t cl) const {
     return caps_[cl];
   }
@@ -119,10 +112,8 @@ class ThreadCache {
   std::int64_t budget_left_ = 0;
   std::int64_t budget_ = 0;  // budget_ - budget_left_ = bytes cached
   std::uint8_t overages_[kNumClasses] = {};
-  // Items in the first node (written by the fast paths), and items a node holds (only read).
-  // 8-byte elements, like the arrays above, so that one scaled index serves them all; placed
-  // last so that the quiet offset's twin one more 4 KiB page on falls in caps_, only ever read.
-  std::int64_t counts_[kNumClasses] = {};
+  // Items a node holds, per class (only read; 8-byte elements like the arrays above, so that one
+  // scaled index serves them all).
   std::int64_t caps_[kNumClasses] = {};
 
  public:
