@@ -6,21 +6,28 @@
 // The list is *unrolled*: a free object used as a node holds, besides its link (word 0), the
 // addresses of up to `cap` other free objects, its items (words 1..cap; cap = size / 8 - 1, at
 // most 7: a 64-byte node is one cache line and carries eight free objects, an 8-byte one only
-// its link). Every node but the first is full. A pop hands out the first node's last item, read
-// from a node that is already in cache, without touching the item; only when the node has no
-// items left does the node itself go, and the next node becomes first. A push of a freed object
-// stores its address in the first node while that has room (the freed object is not written),
-// and makes it the new first node otherwise.
+// its link). A pop hands out the first node's last item, read from a node that is already in
+// cache, without touching the item; only when the node has no items left does the node itself
+// go, and the next node becomes first. A push of a freed object stores its address in the first
+// node while that has room (the freed object is not written), and makes it the new first node
+// otherwise.
+//
+// A node's item count travels in the low 3 bits of the pointer that names it (heads_, seconds_,
+// and the links; objects are 8-byte aligned), so nodes need not be full: a batch carved from
+// spans is a list of nodes without items, and a batch is handed between the tiers whole, as a
+// list of its own (CentralFreeList, central_cache.h). An item pop or push is then a subtract or
+// an add of 1 on heads_[cl].
 //
 // The nodes form a *chain*: each node's link points not to the next node but to the one after
 // it, and the cache keeps the first two. Popping a node moves the second up and takes the new
 // second from the popped node's word (a line just read); the new second is prefetched then, a
 // node's worth of pops before it is needed.
 //
-//     heads --> A [link=C | i1..i(count)]   seconds --> B [link=D | i1..i7]   C ...
+//     heads --> A|2 [link=C|7, i1, i2]   seconds --> B|7 [link=D|7, i1..i7]   C ...
 //
-// An empty list has heads null and count == cap (it looks like a full first node), so the first
-// push makes a node without testing for null.
+// The list's end is the null address tagged with the cap (ListEnd, memory_tools.h): an empty
+// list's heads_ looks like a full first node, so the first push makes a node without testing for
+// null, and popping the last node makes heads_ the end again.
 //
 // Allocation pops a list, free pushes one; only an empty list (FetchFromCentral) or a full one
 // (MakeRoom) leaves the thread. The arrays are kept apart (not an array of structs) so that the
