@@ -5,13 +5,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-<<<<<<< HEAD
-=======
 #include <cstring>
 #include <memory>
 #include <random>
 #include <set>
->>>>>>> 5e94cfa (step06 prototype: test that unrolled lists hand every object back once)
 #include <thread>
 #include <vector>
 
