@@ -95,36 +95,44 @@ TIERPOOL_ALWAYS_INLINE void* HandOut(void* ptr, std::size_t cl) {
   return ptr;
 }
 
-// The list operations alone (no room, no budget): the fast paths below and the slow paths that
-// move objects between a list and the central cache (thread_cache.cpp) share them.
+// The list operations alone: the fast paths below and the slow paths that move objects between
+// a list and the central cache (thread_cache.cpp) share them. The list is unrolled
+// (thread_cache.h): a node is a free object holding the addresses of up to cap(cl) others.
 //
-// Takes one object off the list of class `cl`, whose first node is `first` (tagged: the node's
-// address, its item count in the low bits; not the list's end).
+// Takes one object off the list of class `cl`, whose first node is `first` (tagged: named by
+// its last item's word, its item count in the low bits; not the list's end). kRoom: the list's
+// room grows by one (the fast path); each branch counts it itself, so that neither jumps to a
+// shared tail.
+// [snippet:list-pop]
+template <bool kRoom>
 TIERPOOL_ALWAYS_INLINE void* ListPop(ThreadCache* tc, std::size_t cl, void* first) {
-  const std::uintptr_t items = ItemsOf(first);
-  if (TIERPOOL_LIKELY(items != 0)) {
+  if (TIERPOOL_LIKELY(ItemsOf(first) != 0)) {
     // The node's last item: a word of a line in cache; the item itself is not touched.
-    tc->set_head(cl, static_cast<char*>(first) - 1);  // one item fewer
-    return TakeItemOfClass(NodeOf(first), items, page_map, static_cast<std::uint32_t>(cl));
+    tc->set_head(cl, static_cast<char*>(first) - kItemStep);  // one item fewer
+    if constexpr (kRoom) tc->set_room(cl, tc->room(cl) + 1);
+    return TakeItemOfClass(LastWordOf(first), 0, page_map, static_cast<std::uint32_t>(cl));
   }
-  // The node itself (its tag is 0): the second moves up, the node's link names the new second,
-  // which is asked for now (it is needed a node's worth of pops from now).
+  // The node itself (no items left): the second moves up, the node's link names the new
+  // second, which is asked for now (it is needed a node's worth of pops from now).
   void* third = LoadLinkOfClass(first, page_map, static_cast<std::uint32_t>(cl),
                                 static_cast<std::uintptr_t>(tc->cap(cl)));
   tc->set_head(cl, tc->second(cl));
   tc->set_second(cl, third);
   __builtin_prefetch(third);  // the tag does not leave the node's first line
+  if constexpr (kRoom) tc->set_room(cl, tc->room(cl) + 1);
   return first;
 }
+// [/snippet]
 
 // Puts `ptr`, a free object of class `cl`, on its list.
+// [snippet:list-push]
 TIERPOOL_ALWAYS_INLINE void ListPush(ThreadCache* tc, std::size_t cl, void* ptr) {
   void* first = tc->head(cl);
-  const std::uintptr_t items = ItemsOf(first);
-  if (TIERPOOL_LIKELY(static_cast<std::int64_t>(items) < tc->cap(cl))) {
+  if (TIERPOOL_LIKELY(static_cast<std::int64_t>(ItemsOf(first)) < tc->cap(cl))) {
     if constexpr (kHardened) StoreNext(ptr, nullptr);  // checked when the item is taken
-    StoreItem(NodeOf(first), items + 1, ptr);
-    tc->set_head(cl, static_cast<char*>(first) + 1);  // one item more (items < cap <= 7)
+    // The freed object's address goes into the first node; the object itself is not written.
+    StoreItem(LastWordOf(first), 1, ptr);
+    tc->set_head(cl, static_cast<char*>(first) + kItemStep);  // one item more (items < cap <= 7)
     return;
   }
   // The first node is full (or the list empty, its end tagged as full): `ptr` becomes the new
@@ -133,20 +141,19 @@ TIERPOOL_ALWAYS_INLINE void ListPush(ThreadCache* tc, std::size_t cl, void* ptr)
   tc->set_second(cl, first);
   tc->set_head(cl, ptr);
 }
+// [/snippet]
 
 // Takes an object off the thread's list of class `cl`, whose first node is `first` (tagged).
 // [snippet:pop]
 TIERPOOL_ALWAYS_INLINE void* PopHead(ThreadCache* tc, std::size_t cl, void* first) {
-  void* ptr = ListPop(tc, cl, first);
-  tc->set_room(cl, tc->room(cl) + 1);
-  if constexpr (kByteBudget) tc->set_budget_left(tc->budget_left() + tc->object_size(cl));
+  void* ptr = ListPop</*kRoom=*/true>(tc, cl, first);
   return HandOut(ptr, cl);
 }
 
 TIERPOOL_ALWAYS_INLINE void* AllocateClass(ThreadCache* tc, std::size_t cl) {
   void* first = tc->head(cl);
-  if (TIERPOOL_LIKELY(NodeOf(first) != nullptr)) return PopHead(tc, cl, first);
-  return AllocateRefill(tc, cl);
+  if (TIERPOOL_LIKELY(!IsListEnd(first))) return PopHead(tc, cl, first);
+  return AllocateRefill(tc, static_cast<std::uint32_t>(cl));
 }
 // [/snippet]
 
@@ -171,7 +178,7 @@ TIERPOOL_ALWAYS_INLINE void* TryAllocateCached(std::size_t size) {
   ThreadCache* tc = tls_cache;
   const std::size_t cl = kClassOf(size);
   void* first = tc->head(cl);
-  if (TIERPOOL_UNLIKELY(NodeOf(first) == nullptr)) return nullptr;
+  if (TIERPOOL_UNLIKELY(IsListEnd(first))) return nullptr;
   return PopHead(tc, cl, first);
 }
 
@@ -183,14 +190,9 @@ TIERPOOL_ALWAYS_INLINE void PushChecked(ThreadCache* tc, void* ptr, std::size_t 
   if (TIERPOOL_LIKELY(room >= 0)) {
     tc->set_room(cl, room);
     ListPush(tc, cl, ptr);
-    if constexpr (kByteBudget) {
-      const std::int64_t left = tc->budget_left() - tc->object_size(cl);
-      tc->set_budget_left(left);
-      if (TIERPOOL_UNLIKELY(left < 0)) tc->OverBudget(cl);
-    }
     return;
   }
-  PushFull(tc, ptr, cl);
+  PushFull(tc, ptr, static_cast<std::uint32_t>(cl));
 }
 // [/snippet]
 

@@ -34,6 +34,9 @@
 // some of them off, one rung at a time, to measure what each one buys; nothing else does.
 //   TIERPOOL_BYTE_BUDGET       each thread cache holds at most its share of an overall budget
 //   TIERPOOL_TRANSFER_SLOTS    the central cache keeps whole batches, moved in O(1)
+//   TIERPOOL_NODE_ITEMS        a free object on a thread-cache list carries the addresses of up
+//                              to 7 others (unrolled lists, thread_cache.h); off, every node
+//                              carries none and the lists are plain chains
 // Two more pay only in libtierpool.so, so the chapter measures them there (a library built with
 // -DTIERPOOL_...=0 in CMAKE_CXX_FLAGS, preloaded under the malloc rows, counted by callgrind):
 //   TIERPOOL_MALLOC_CLASS_TABLE  malloc finds its class in a table of its own (size_class.h)
@@ -43,6 +46,9 @@
 #endif
 #ifndef TIERPOOL_BYTE_BUDGET
 #define TIERPOOL_BYTE_BUDGET 1
+#endif
+#ifndef TIERPOOL_NODE_ITEMS
+#define TIERPOOL_NODE_ITEMS 1
 #endif
 #ifndef TIERPOOL_MALLOC_CLASS_TABLE
 #define TIERPOOL_MALLOC_CLASS_TABLE 1
@@ -69,6 +75,7 @@ namespace tierpool::TIERPOOL_INTERNAL_NS {
 inline constexpr bool kHardened = TIERPOOL_HARDENED != 0;
 inline constexpr bool kTransferSlots = TIERPOOL_TRANSFER_SLOTS != 0;
 inline constexpr bool kByteBudget = TIERPOOL_BYTE_BUDGET != 0;
+inline constexpr bool kNodeItems = TIERPOOL_NODE_ITEMS != 0;
 inline constexpr bool kMallocClassTable = TIERPOOL_MALLOC_CLASS_TABLE != 0;
 
 // Pages are the unit of the page heap and the page map (not the OS page size).

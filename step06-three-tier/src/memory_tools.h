@@ -121,26 +121,38 @@ TIERPOOL_RAW_ACCESS void StoreItem(void* node, std::size_t i, void* item) {
 inline constexpr std::uintptr_t kMaxItemsPerNode = 7;
 constexpr std::uintptr_t ItemsPerNode(std::size_t size) {
   const std::size_t words = size / sizeof(void*);
-  if (words <= 1) return 0;
+  if (!kNodeItems || words <= 1) return 0;
   return words - 1 < kMaxItemsPerNode ? words - 1 : kMaxItemsPerNode;
 }
 
-// Links between nodes are *tagged*: the node's address with its item count in the low 3 bits.
-// The end of a list is the null address tagged with the class's ItemsPerNode (ListEnd): a list
-// that runs into it is empty, and an empty list looks like one whose first node is full, so a
-// push makes a new node without testing for null. Chains of plain objects (the spans' carving)
-// are the case of nodes without items.
+// Links between nodes are *tagged*: a node holding k items is named by the address of its word
+// k (its last item's, or its link's when k = 0) with k in the low 3 bits, node + 9k. So the word
+// a pop takes is `tagged & ~7`, one mask away, and one item fewer or more is 9 less or more.
+// The end of a list is the null node tagged with the class's ItemsPerNode (ListEnd, below 64,
+// which no node's name is): a list that runs into it is empty, and an empty list looks like one
+// whose first node is full, so a push makes a new node without testing for null. Chains of plain
+// objects (the spans' carving) are the case of nodes without items.
+inline constexpr std::uintptr_t kItemStep = sizeof(void*) + 1;
+inline constexpr std::uintptr_t kListEndLimit = 64;
 TIERPOOL_ALWAYS_INLINE void* TagNode(void* node, std::uintptr_t items) {
-  return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(node) | items);
-}
-TIERPOOL_ALWAYS_INLINE void* NodeOf(void* tagged) {
-  return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(tagged) & ~kMaxItemsPerNode);
+  return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(node) + kItemStep * items);
 }
 TIERPOOL_ALWAYS_INLINE std::uintptr_t ItemsOf(void* tagged) {
   return reinterpret_cast<std::uintptr_t>(tagged) & kMaxItemsPerNode;
 }
+TIERPOOL_ALWAYS_INLINE void* NodeOf(void* tagged) {
+  return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(tagged) -
+                                 kItemStep * ItemsOf(tagged));
+}
+// The word holding the node's last item (its link when it has none).
+TIERPOOL_ALWAYS_INLINE void* LastWordOf(void* tagged) {
+  return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(tagged) & ~kMaxItemsPerNode);
+}
 TIERPOOL_ALWAYS_INLINE void* ListEnd(std::uintptr_t items_per_node) {
-  return reinterpret_cast<void*>(items_per_node);
+  return TagNode(nullptr, items_per_node);
+}
+TIERPOOL_ALWAYS_INLINE bool IsListEnd(void* tagged) {
+  return reinterpret_cast<std::uintptr_t>(tagged) < kListEndLimit;
 }
 
 // The tagged link of `node`, a free block of class `cl`, that the allocator is about to follow.

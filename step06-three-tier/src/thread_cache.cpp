@@ -43,20 +43,54 @@ constinit const ThreadCache empty_cache;
 
 void ThreadCache::Init(std::int64_t budget) {
   for (std::uint32_t cl = 0; cl < kNumClasses; ++cl) {
-    sizes_[cl] = kClasses[cl].size;
     caps_[cl] = static_cast<std::int64_t>(ItemsPerNode(kClasses[cl].size));
     // Empty: both nodes are the list's end (which looks like a full node).
     heads_[cl] = ListEnd(ItemsPerNode(kClasses[cl].size));
     seconds_[cl] = heads_[cl];
   }
-  __atomic_store_n(&budget_, budget, __ATOMIC_RELAXED);
-  set_budget_left(budget);
+  budget_ = budget;
 }
 
 void ThreadCache::AdoptBudget(std::int64_t budget) {
-  if (budget == budget_) return;
-  set_budget_left(budget_left_ + (budget - budget_));
-  __atomic_store_n(&budget_, budget, __ATOMIC_RELAXED);
+  budget_ = budget;
+  if (capacity_ > budget_) Steal(0, capacity_ - budget_);
+}
+
+std::uint32_t ThreadCache::Grow(std::uint32_t cl, std::uint32_t max) {
+  const std::uint32_t old = max_lengths_[cl];
+  if (max <= old) return old;
+  if constexpr (kByteBudget) {
+    const auto size = static_cast<std::int64_t>(ClassSize(cl));
+    const std::int64_t need = std::int64_t{max - old} * size;
+    if (capacity_ + need > budget_) Steal(cl, capacity_ + need - budget_);
+    const std::int64_t spare = budget_ - capacity_;
+    if (spare < need) max = old + static_cast<std::uint32_t>(spare > 0 ? spare / size : 0);
+  }
+  SetMaxLength(cl, max);
+  return max;
+}
+
+// Round robin over the other lists, from where the last steal stopped (tcmalloc's per-CPU caches
+// steal capacity between classes the same way): first what they may take but do not hold, so
+// that no object moves; then, if that is not enough, objects too.
+void ThreadCache::Steal(std::uint32_t cl, std::int64_t bytes) {
+  for (int pass = 0; pass < 2 && bytes > 0; ++pass) {
+    for (std::uint32_t tries = 1; tries < kNumClasses && bytes > 0; ++tries) {
+      const std::uint32_t victim = next_victim_;
+      next_victim_ = victim + 1 < kNumClasses ? victim + 1 : 1;
+      const std::uint32_t max = max_lengths_[victim];
+      if (victim == cl || max == 0) continue;
+      const auto size = static_cast<std::int64_t>(ClassSize(victim));
+      const std::uint32_t spare = pass == 0 ? max - length(victim) : max;
+      const std::int64_t wanted = (bytes + size - 1) / size;
+      const std::uint32_t take = wanted < spare ? static_cast<std::uint32_t>(wanted) : spare;
+      if (take == 0) continue;
+      if (length(victim) > max - take) ReleaseToCentral(victim, length(victim) - (max - take));
+      SetMaxLength(victim, max - take);
+      overages_[victim] = 0;
+      bytes -= std::int64_t{take} * size;
+    }
+  }
 }
 
 void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
@@ -71,68 +105,45 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
     const std::uint32_t byte_cap = static_cast<std::uint32_t>(kMaxListBytes / kClasses[cl].size);
     if (new_max > batch && new_max > byte_cap) new_max = byte_cap > batch ? byte_cap : batch;
   }
-  if (new_max > max) SetMaxLength(cl, new_max);
+  const std::uint32_t limit = Grow(cl, new_max);
 
-  std::uint32_t want = max_lengths_[cl] < batch ? max_lengths_[cl] : batch;
+  std::uint32_t want = limit < batch ? limit : batch;
   if (want == 0) want = 1;
   void* first;
   void* second;
   const int got = G().central[cl].RemoveRange(&first, &second, static_cast<int>(want),
                                               /*whole_batch=*/true);
   if (got == 0) return nullptr;
-  if (static_cast<std::uint32_t>(got) > max_lengths_[cl]) SetMaxLength(cl, got);  // a whole batch
+  if (static_cast<std::uint32_t>(got) > limit) Grow(cl, static_cast<std::uint32_t>(got));
   // The list was empty: the batch becomes the list (its first two nodes, tagged with their item
   // counts, are the list's first two), and its first object is handed out.
   void* end = ListEnd(static_cast<std::uintptr_t>(caps_[cl]));
   heads_[cl] = first;
-  seconds_[cl] = NodeOf(second) != nullptr ? second : end;
-  rooms_[cl] -= got - 1;
-  set_budget_left(budget_left_ - std::int64_t{got - 1} * sizes_[cl]);
-  return ListPop(this, cl, heads_[cl]);
+  seconds_[cl] = IsListEnd(second) ? end : second;
+  set_room(cl, rooms_[cl] - (got - 1));
+  void* ptr = ListPop</*kRoom=*/false>(this, cl, heads_[cl]);
+  // A whole batch the budget has no room for: the rest of it goes back.
+  if (rooms_[cl] < 0) ReleaseToCentral(cl, static_cast<std::uint32_t>(-rooms_[cl]));
+  return ptr;
 }
 
 void ThreadCache::MakeRoom(std::uint32_t cl) {
+  AdoptBudget(ThreadBudget());
   const std::uint32_t batch = kClasses[cl].batch;
   const std::uint32_t max = max_lengths_[cl];
-  if (max < batch) {
-    // Slow start: a list that fills up before reaching a batch gets one more slot.
-    SetMaxLength(cl, max + 1);
-    return;
-  }
+  // Slow start: a list that fills up before reaching a batch gets one more slot, if the budget
+  // has one.
+  if (max < batch && Grow(cl, max + 1) > max) return;
+  if (max == 0) return;  // no budget at all: the caller frees the object uncached
   // Give a batch back; and when the list keeps overflowing, shrink its limit by a batch and
   // give that one back too, so that there is room for the object being freed either way.
-  std::uint32_t release = batch;
+  std::uint32_t release = batch < max ? batch : max;
   if (max > batch && ++overages_[cl] > kMaxOverages) {
     SetMaxLength(cl, max - batch);
     overages_[cl] = 0;
     release = 2 * batch < max ? 2 * batch : max;
   }
   ReleaseToCentral(cl, release);
-}
-
-void ThreadCache::OverBudget(std::uint32_t cl) {
-  AdoptBudget(ThreadBudget());
-  // The newest objects go: they were just written, so walking to the end of the batch touches
-  // cached lines only. First from the list that is growing, if it holds a batch...
-  const std::uint32_t batch = kClasses[cl].batch;
-  if (length(cl) >= batch) ReleaseToCentral(cl, batch);
-  // ... then from whichever list holds the most bytes.
-  while (budget_left_ < 0) {
-    std::uint32_t fullest = 0;
-    std::uint64_t most = 0;
-    for (std::uint32_t c = 1; c < kNumClasses; ++c) {
-      const std::uint64_t bytes = std::uint64_t{length(c)} * sizes_[c];
-      if (bytes > most) {
-        most = bytes;
-        fullest = c;
-      }
-    }
-    if (fullest == 0) break;  // nothing cached: the budget itself shrank below zero
-    const std::uint32_t n = kClasses[fullest].batch;
-    const std::uint32_t available = length(fullest);
-    ReleaseToCentral(fullest, available < n ? available : n);
-  }
-  Tick();
 }
 
 // Detaches the first n objects of the list (the ones it would hand out first) and gives them to
@@ -180,8 +191,7 @@ void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n) {
       StoreNext(NodeOf(nodes[i]), end);
     heads_[cl] = rest;
     seconds_[cl] = cursor[(k + 1) & 1];
-    rooms_[cl] += take;
-    set_budget_left(budget_left_ + std::int64_t{take} * sizes_[cl]);
+    set_room(cl, rooms_[cl] + take);
     G().central[cl].InsertRange(nodes[0], m > 1 ? nodes[1] : end, static_cast<int>(take));
     n -= take;
   }
@@ -196,9 +206,13 @@ void ThreadCache::ReleaseAll() {
 }
 
 std::size_t ThreadCache::CachedBytes() const {
-  const std::int64_t left = __atomic_load_n(&budget_left_, __ATOMIC_RELAXED);
-  const std::int64_t cached = __atomic_load_n(&budget_, __ATOMIC_RELAXED) - left;
-  return cached > 0 ? static_cast<std::size_t>(cached) : 0;
+  std::size_t bytes = 0;
+  for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
+    const std::int64_t max = __atomic_load_n(&max_lengths_[cl], __ATOMIC_RELAXED);
+    const std::int64_t length = max - __atomic_load_n(&rooms_[cl], __ATOMIC_RELAXED);
+    if (length > 0) bytes += static_cast<std::size_t>(length) * ClassSize(cl);
+  }
+  return bytes;
 }
 
 void* AllocateRefill(ThreadCache* tc, std::uint32_t cl) {

@@ -12,11 +12,13 @@
 // node while that has room (the freed object is not written), and makes it the new first node
 // otherwise.
 //
-// A node's item count travels in the low 3 bits of the pointer that names it (heads_, seconds_,
-// and the links; objects are 8-byte aligned), so nodes need not be full: a batch carved from
-// spans is a list of nodes without items, and a batch is handed between the tiers whole, as a
-// list of its own (CentralFreeList, central_cache.h). An item pop or push is then a subtract or
-// an add of 1 on heads_[cl].
+// A node's item count travels in the pointer that names it (heads_, seconds_, and the links):
+// a node with k items is named by the address of its word k plus k, so the low 3 bits are k
+// (objects are 8-byte aligned) and the word a pop takes is the name with those bits cleared
+// (TagNode, memory_tools.h). Nodes need not be full: a batch carved from spans is a list of
+// nodes without items, and a batch is handed between the tiers whole, as a list of its own
+// (CentralFreeList, central_cache.h). An item pop or push is a subtract or an add of 9 on
+// heads_[cl].
 //
 // The nodes form a *chain*: each node's link points not to the next node but to the one after
 // it, and the cache keeps the first two. Popping a node moves the second up and takes the new
@@ -25,7 +27,7 @@
 //
 //     heads --> A|2 [link=C|7, i1, i2]   seconds --> B|7 [link=D|7, i1..i7]   C ...
 //
-// The list's end is the null address tagged with the cap (ListEnd, memory_tools.h): an empty
+// The list's end is the null node tagged with the cap (ListEnd, memory_tools.h): an empty
 // list's heads_ looks like a full first node, so the first push makes a node without testing for
 // null, and popping the last node makes heads_ the end again.
 //
@@ -36,9 +38,11 @@
 // max_length starts at 0 and grows with use: by one object per refill until it reaches the
 // class's batch (slow start: a thread that allocates three objects of a class never hoards a
 // batch), then by a batch per refill. A list that keeps overflowing past a batch shrinks again.
-// Besides the per-list limits, the whole cache has a byte budget (its share of
-// kOverallThreadCacheBudget): the fast paths keep `budget_left` exact (one add or subtract of
-// the class size), and a free that takes it below zero gives a batch back (OverBudget).
+// The limits together are bounded by the cache's byte budget (its share of
+// kOverallThreadCacheBudget): the sum of max_length * size never exceeds it, so neither can the
+// bytes the lists hold, and the fast paths count objects against their list's limit only, never
+// bytes. A list that needs a higher limit than the budget has left takes it from the other lists
+// (Steal: first limits they do not use, then objects, sent to the central cache).
 //
 // A thread that has no cache yet points at a shared, read-only empty cache (EmptyCache): every
 // list empty and full at once, so both fast paths fall into the slow path without a null check.
@@ -69,22 +73,15 @@ class ThreadCache {
   // Room left in the list: max_length - length. Kept instead of the length so that a push is
   // a decrement and a sign test (the shared empty cache has none, and is never written).
   TIERPOOL_ALWAYS_INLINE std::int64_t room(std::size_t cl) const { return rooms_[cl]; }
-  TIERPOOL_ALWAYS_INLINE void set_room(std::size_t cl, std::int64_t n) { rooms_[cl] = n; }
+  TIERPOOL_ALWAYS_INLINE void set_room(std::size_t cl, std::int64_t n) {
+#if defined(TIERPOOL_TSAN)
+    __atomic_store_n(&rooms_[cl], n, __ATOMIC_RELAXED);  // CachedBytes reads it from afar
+#else
+    rooms_[cl] = n;
+#endif
+  }
   std::uint32_t length(std::size_t cl) const {
     return max_lengths_[cl] - static_cast<std::uint32_t>(rooms_[cl]);
-  }
-  // The class sizes, copied into the cache so the fast path reads them at a fixed offset from
-  // the cache pointer (no global table, so no GOT load in position-independent code). All the
-  // per-class arrays the fast path touches have 8-byte elements: one scaled index serves all.
-  TIERPOOL_ALWAYS_INLINE std::int64_t object_size(std::size_t cl) const { return sizes_[cl]; }
-  // Bytes the cache may still take in; negative when over budget. Only the owner writes it.
-  TIERPOOL_ALWAYS_INLINE std::int64_t budget_left() const { return budget_left_; }
-  TIERPOOL_ALWAYS_INLINE void set_budget_left(std::int64_t n) {
-#if defined(TIERPOOL_TSAN)
-    __atomic_store_n(&budget_left_, n, __ATOMIC_RELAXED);
-#else
-    budget_left_ = n;
-#endif
   }
   // The list of `cl` is empty: refill it from the central cache and return one object
   // (nullptr when the OS refuses memory).
@@ -92,8 +89,6 @@ class ThreadCache {
   // The list of `cl` is full (length == max_length): raise the limit or give objects back,
   // so that there is room for one more.
   void MakeRoom(std::uint32_t cl);
-  // A free of class `cl` took budget_left below zero: give objects back until it is not.
-  void OverBudget(std::uint32_t cl);
   // Everything back to the central cache (thread exit, tierpool_thread_flush).
   void ReleaseAll();
 
@@ -106,22 +101,31 @@ class ThreadCache {
 
  private:
   void ReleaseToCentral(std::uint32_t cl, std::uint32_t n);
+  // Raises the limit of `cl` towards `max` as far as the budget allows, lowering other lists'
+  // limits for it if need be (Steal). The limit it got.
+  std::uint32_t Grow(std::uint32_t cl, std::uint32_t max);
+  // Frees `bytes` of the budget for `cl` by lowering other lists' limits; objects above a
+  // lowered limit go back to the central cache.
+  void Steal(std::uint32_t cl, std::int64_t bytes);
   void SetMaxLength(std::uint32_t cl, std::uint32_t max) {
-    rooms_[cl] += std::int64_t{max} - std::int64_t{max_lengths_[cl]};
-    max_lengths_[cl] = max;
+    set_room(cl, rooms_[cl] + std::int64_t{max} - std::int64_t{max_lengths_[cl]});
+    capacity_ += (std::int64_t{max} - std::int64_t{max_lengths_[cl]}) *
+                 static_cast<std::int64_t>(ClassSize(cl));
+    __atomic_store_n(&max_lengths_[cl], max, __ATOMIC_RELAXED);  // CachedBytes reads it
   }
 
   void* heads_[kNumClasses] = {};
   void* seconds_[kNumClasses] = {};
   std::int64_t rooms_[kNumClasses] = {};
-  std::int64_t sizes_[kNumClasses] = {};
-  std::uint32_t max_lengths_[kNumClasses] = {};  // slow paths only
-  std::int64_t budget_left_ = 0;
-  std::int64_t budget_ = 0;  // budget_ - budget_left_ = bytes cached
-  std::uint8_t overages_[kNumClasses] = {};
   // Items a node holds, per class (only read; 8-byte elements like the arrays above, so that one
   // scaled index serves them all).
   std::int64_t caps_[kNumClasses] = {};
+  // The rest is for the slow paths only.
+  std::uint32_t max_lengths_[kNumClasses] = {};
+  std::int64_t capacity_ = 0;      // the limits' bytes: sum of max_lengths_[cl] * ClassSize(cl)
+  std::int64_t budget_ = 0;        // what capacity_ may reach
+  std::uint32_t next_victim_ = 1;  // where Steal looks first
+  std::uint8_t overages_[kNumClasses] = {};
 
  public:
   // Registry of live caches (stats, fork), guarded by the registry lock. Last, so that the hot

@@ -103,4 +103,36 @@ TEST(ThreadCacheLists, EveryObjectComesBackOnceWhateverTheOrder) {
   }
 }
 
+// The byte budget bounds what a cache may hold (the sum of its lists' limits), not what it holds
+// at each free, so the fast paths do not count bytes. A thread that churns one class up to the
+// budget and then moves to another must neither hold more than its budget at any time nor keep
+// the first class's share: the second class's list takes the capacity over (Steal).
+TEST(ThreadCacheBudget, TheCapacityMovesToTheClassInUseAndNeverExceedsTheBudget) {
+  std::thread worker([] {
+    const std::int64_t budget = ThreadBudget();
+    ASSERT_GT(budget, 0);
+    const auto churn = [&](std::size_t size) {
+      std::vector<void*> live(static_cast<std::size_t>(2 * budget) / size);
+      for (int round = 0; round < 4; ++round) {
+        for (void*& p : live)
+          p = tierpool::ConcurrentAlloc(size);
+        for (void* p : live)
+          tierpool::ConcurrentFree(p, size);
+        EXPECT_LE(static_cast<std::int64_t>(tls_cache->CachedBytes()), ThreadBudget())
+            << size << "-byte objects, round " << round;
+      }
+    };
+    const std::size_t small = 64;
+    const std::size_t big = 256;
+    churn(small);
+    const std::size_t small_cl = SizeToClass(small);
+    const std::size_t big_cl = SizeToClass(big);
+    EXPECT_GE(static_cast<std::int64_t>(tls_cache->length(small_cl) * small), budget / 2);
+    churn(big);
+    EXPECT_GE(static_cast<std::int64_t>(tls_cache->length(big_cl) * big), budget / 2);
+    EXPECT_LE(static_cast<std::int64_t>(tls_cache->length(small_cl) * small), budget / 2);
+  });
+  worker.join();
+}
+
 }  // namespace
