@@ -54,45 +54,9 @@ TIERPOOL_ALWAYS_INLINE void* DecodeLink(std::uintptr_t stored) {
   return reinterpret_cast<void*>(stored);
 }
 
-TIERPOOL_RAW_ACCESS void* LoadNext(void* object) {
-#if TIERPOOL_VALGRIND
-  VALGRIND_MAKE_MEM_DEFINED(object, sizeof(void*));
-#endif
-  void* next = DecodeLink(*static_cast<std::uintptr_t*>(object));
-#if TIERPOOL_VALGRIND
-  VALGRIND_MAKE_MEM_NOACCESS(object, sizeof(void*));
-#endif
-  return next;
-}
-
-TIERPOOL_RAW_ACCESS void StoreNext(void* object, void* next) {
-#if TIERPOOL_VALGRIND
-  VALGRIND_MAKE_MEM_UNDEFINED(object, sizeof(void*));
-#endif
-  *static_cast<std::uintptr_t*>(object) = EncodeLink(next);
-#if TIERPOOL_VALGRIND
-  VALGRIND_MAKE_MEM_NOACCESS(object, sizeof(void*));
-#endif
-}
-
-// The link of `object`, a free block of size class `cl`, that the allocator is about to follow.
-// Hardened: it must lead to another block of class `cl` (or be null), or the block was written to
-// after it was freed; the allocator stops there, naming the block, instead of handing out
-// whatever the write pointed at. Other builds: LoadNext().
-TIERPOOL_ALWAYS_INLINE void* LoadNextOfClass(void* object, const PageMap& map, std::uint32_t cl) {
-  void* next = LoadNext(object);
-  if constexpr (kHardened) {
-    if (TIERPOOL_UNLIKELY(next != nullptr && map.ClassOf(next) != cl)) {
-      Fatal("free-list link overwritten in a freed block", object);
-    }
-  }
-  (void)map;
-  (void)cl;
-  return next;
-}
-
-// The thread caches' unrolled lists (thread_cache.h): a free object used as a node holds, in its
-// words 1..n, the addresses of other free objects (items). Stored and checked like links.
+// Word i of a free object, stored encoded: its link to the next free object (word 0), or in a
+// node of the thread caches' unrolled lists (thread_cache.h) the address of a free object it
+// holds (words 1..7, its items).
 TIERPOOL_RAW_ACCESS void* LoadItem(void* node, std::size_t i) {
   auto* word = static_cast<std::uintptr_t*>(node) + i;
 #if TIERPOOL_VALGRIND
@@ -114,6 +78,29 @@ TIERPOOL_RAW_ACCESS void StoreItem(void* node, std::size_t i, void* item) {
 #if TIERPOOL_VALGRIND
   VALGRIND_MAKE_MEM_NOACCESS(word, sizeof(void*));
 #endif
+}
+
+TIERPOOL_ALWAYS_INLINE void* LoadNext(void* object) {
+  return LoadItem(object, 0);
+}
+TIERPOOL_ALWAYS_INLINE void StoreNext(void* object, void* next) {
+  StoreItem(object, 0, next);
+}
+
+// The link of `object`, a free block of size class `cl`, that the allocator is about to follow.
+// Hardened: it must lead to another block of class `cl` (or be null), or the block was written to
+// after it was freed; the allocator stops there, naming the block, instead of handing out
+// whatever the write pointed at. Other builds: LoadNext().
+TIERPOOL_ALWAYS_INLINE void* LoadNextOfClass(void* object, const PageMap& map, std::uint32_t cl) {
+  void* next = LoadNext(object);
+  if constexpr (kHardened) {
+    if (TIERPOOL_UNLIKELY(next != nullptr && map.ClassOf(next) != cl)) {
+      Fatal("free-list link overwritten in a freed block", object);
+    }
+  }
+  (void)map;
+  (void)cl;
+  return next;
 }
 
 // Items a node of `size` bytes holds: the words after its link, at most 7 (a 64-byte node is one
