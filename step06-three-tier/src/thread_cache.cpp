@@ -72,8 +72,11 @@ std::uint32_t ThreadCache::Grow(std::uint32_t cl, std::uint32_t max) {
 
 // Round robin over the other lists, from where the last steal stopped (tcmalloc's per-CPU caches
 // steal capacity between classes the same way): first what they may take but do not hold, so
-// that no object moves; then, if that is not enough, objects too.
+// that no object moves; then, if that is not enough, objects too. A sixteenth of the budget at
+// least, so that a list growing one object at a time (slow start) does not scan the others on
+// every free.
 void ThreadCache::Steal(std::uint32_t cl, std::int64_t bytes) {
+  if (bytes < budget_ / 16) bytes = budget_ / 16;
   for (int pass = 0; pass < 2 && bytes > 0; ++pass) {
     for (std::uint32_t tries = 1; tries < kNumClasses && bytes > 0; ++tries) {
       const std::uint32_t victim = next_victim_;
