@@ -30,7 +30,7 @@ class PageMap;
 class alignas(64) CentralFreeList {
  public:
   static constexpr int kMaxTransferSlots = 64;
-  struct Batch {  // a chain of batch_ objects
+  struct Batch {  // batch_ objects as an unrolled list, named by its first two nodes (tagged)
     void* first;
     void* second;
   };
