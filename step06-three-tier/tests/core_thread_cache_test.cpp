@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -131,6 +132,56 @@ TEST(ThreadCacheBudget, TheCapacityMovesToTheClassInUseAndNeverExceedsTheBudget)
     churn(big);
     EXPECT_GE(static_cast<std::int64_t>(tls_cache->length(big_cl) * big), budget / 2);
     EXPECT_LE(static_cast<std::int64_t>(tls_cache->length(small_cl) * small), budget / 2);
+  });
+  worker.join();
+}
+
+// The share shrinks when threads come: a thread that cached its whole share gives back what is
+// above its new one at its next slow path (AdoptBudget), even one that raises no limit, while
+// the new threads are still alive.
+TEST(ThreadCacheBudget, ACacheGivesBackWhatIsAboveItsShareWhenThreadsCome) {
+  std::thread worker([] {
+    const std::size_t size = 64;
+    std::vector<void*> live(static_cast<std::size_t>(2 * ThreadBudget()) / size);
+    for (int round = 0; round < 3; ++round) {
+      for (void*& p : live)
+        p = tierpool::ConcurrentAlloc(size);
+      for (void* p : live)
+        tierpool::ConcurrentFree(p, size);
+    }
+    const std::int64_t before = ThreadBudget();
+    ASSERT_GT(static_cast<std::int64_t>(tls_cache->CachedBytes()), before / 2);
+
+    constexpr int kNewThreads = 31;
+    std::atomic<int> started{0};
+    std::atomic<bool> done{false};
+    // Enough objects from another thread to fill this thread's list, and one more.
+    const auto room = static_cast<std::size_t>(tls_cache->room(SizeToClass(size)));
+    std::vector<void*> foreign(room + 1);
+    std::vector<std::thread> idle;
+    for (int i = 0; i < kNewThreads; ++i) {
+      idle.emplace_back([&, i] {
+        tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(size), size);  // registers a cache
+        if (i == 0) {
+          for (void*& p : foreign)
+            p = tierpool::ConcurrentAlloc(size);
+        }
+        started.fetch_add(1);
+        while (!done.load())
+          std::this_thread::yield();
+      });
+    }
+    while (started.load() < kNewThreads)
+      std::this_thread::yield();
+    const std::int64_t after = ThreadBudget();
+    ASSERT_LT(after, before);
+    // A slow path of this thread that raises no limit: a free into its full list (MakeRoom).
+    for (void* p : foreign)
+      tierpool::ConcurrentFree(p, size);
+    EXPECT_LE(static_cast<std::int64_t>(tls_cache->CachedBytes()), after);
+    done.store(true);
+    for (std::thread& t : idle)
+      t.join();
   });
   worker.join();
 }
