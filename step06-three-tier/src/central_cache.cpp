@@ -127,7 +127,7 @@ int CentralFreeList::FetchFromSpansLocked(void** first, void** second, int n) {
       void* object;
       if (span->free_list != nullptr && got < n) {
         object = span->free_list;
-        span->free_list = LoadNextOfClass(object, *page_map_, size_class_);
+        span->free_list = LoadLinkOfClass(object, *page_map_, size_class_, /*cap=*/0);
       } else if (span->carve_next < span->carve_end) {
         object = span->carve_next;
         span->carve_next += object_size_;

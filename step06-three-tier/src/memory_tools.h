@@ -41,7 +41,7 @@ namespace tierpool::TIERPOOL_INTERNAL_NS {
 
 // Hardened builds store links encoded with a per-process secret key (the encoding of
 // common/include/tierpool_common/encoded_link.h, mimalloc's), so a stray write of a plausible
-// pointer into a free object decodes to an address nobody chose; LoadNextOfClass() checks it
+// pointer into a free object decodes to an address nobody chose; LoadLinkOfClass() checks it
 // before the allocator follows it.
 extern tierpool_common::LinkKey free_list_key;
 
@@ -87,22 +87,6 @@ TIERPOOL_ALWAYS_INLINE void StoreNext(void* object, void* next) {
   StoreItem(object, 0, next);
 }
 
-// The link of `object`, a free block of size class `cl`, that the allocator is about to follow.
-// Hardened: it must lead to another block of class `cl` (or be null), or the block was written to
-// after it was freed; the allocator stops there, naming the block, instead of handing out
-// whatever the write pointed at. Other builds: LoadNext().
-TIERPOOL_ALWAYS_INLINE void* LoadNextOfClass(void* object, const PageMap& map, std::uint32_t cl) {
-  void* next = LoadNext(object);
-  if constexpr (kHardened) {
-    if (TIERPOOL_UNLIKELY(next != nullptr && map.ClassOf(next) != cl)) {
-      Fatal("free-list link overwritten in a freed block", object);
-    }
-  }
-  (void)map;
-  (void)cl;
-  return next;
-}
-
 // Items a node of `size` bytes holds: the words after its link, at most 7 (a 64-byte node is one
 // line), so that an item count fits in the 3 low bits of an 8-byte-aligned address.
 inline constexpr std::uintptr_t kMaxItemsPerNode = 7;
@@ -142,8 +126,11 @@ TIERPOOL_ALWAYS_INLINE bool IsListEnd(void* tagged) {
   return reinterpret_cast<std::uintptr_t>(tagged) < kListEndLimit;
 }
 
-// The tagged link of `node`, a free block of class `cl`, that the allocator is about to follow.
-// Hardened: it must name a block of class `cl` (or the end) with at most `cap` items.
+// The link of `node`, a free block of class `cl`, that the allocator is about to follow: tagged
+// in an unrolled list (at most `cap` items), plain in a span's list (cap 0, null at the end).
+// Hardened: it must name a block of class `cl` (or the end), or the block was written to after
+// it was freed; the allocator stops there, naming the block, instead of handing out whatever the
+// write pointed at. Other builds: LoadNext().
 TIERPOOL_ALWAYS_INLINE void* LoadLinkOfClass(void* node, const PageMap& map, std::uint32_t cl,
                                              std::uintptr_t cap) {
   void* next = LoadNext(node);

@@ -15,8 +15,7 @@ void UpdateThreadBudgetLocked(Globals& g) {
   std::size_t share = kOverallThreadCacheBudget / count;
   if (share < kMinThreadCacheBudget) share = kMinThreadCacheBudget;
   if (share > kMaxThreadCacheBudget) share = kMaxThreadCacheBudget;
-  // Without the budget rung (a benchmark variant) the fast paths do not count, and the slow
-  // paths' count never reaches this.
+  // Without the budget rung (a benchmark variant) the lists' limits never reach this.
   if constexpr (!kByteBudget) share = std::size_t{1} << 60;
   g.thread_budget.store(static_cast<std::int64_t>(share), std::memory_order_relaxed);
 }

@@ -150,14 +150,49 @@ TEST_F(CoreHardened, FreeListLinksAreNotPlainPointers) {
   void* a = hardened::Allocate(32);
   void* b = hardened::Allocate(32);
   hardened::Free(a);
-  hardened::Free(b);  // b's first word now links to a
+  hardened::Free(b);
+  // b is the list's newest object: an item of the first node, or the first node itself. The
+  // word a pop reads (the node's last item, or the node's link) holds no plain address.
+  void* head = hardened::tls_cache->head(hardened::SizeToClass(32));
   std::uintptr_t stored;
-  std::memcpy(&stored, b, sizeof(stored));
-  EXPECT_NE(stored, reinterpret_cast<std::uintptr_t>(a));
+  std::memcpy(&stored, hardened::LastWordOf(head), sizeof(stored));
+  if (hardened::ItemsOf(head) != 0) {
+    EXPECT_NE(stored, reinterpret_cast<std::uintptr_t>(b));
+  } else {
+    ASSERT_EQ(head, b);
+    EXPECT_NE(stored, reinterpret_cast<std::uintptr_t>(
+                          hardened::tls_cache->second(hardened::SizeToClass(32))));
+  }
   EXPECT_EQ(hardened::Allocate(32), b);
   EXPECT_EQ(hardened::Allocate(32), a);
   hardened::Free(a);
   hardened::Free(b);
+}
+
+// The same for an item: a stray write of a live block's address into the word of a freed node
+// that holds a free block's address. The allocator aborts naming the node's word before it hands
+// the forged address out.
+TEST_F(CoreHardened, AnOverwrittenItemAbortsNamingTheNode) {
+  hardened::FlushThreadCache();
+  void* live = hardened::Allocate(48);
+  void* a = hardened::Allocate(48);
+  void* b = hardened::Allocate(48);
+  hardened::Free(a);
+  hardened::Free(b);
+  void* head = hardened::tls_cache->head(hardened::SizeToClass(48));
+  ASSERT_NE(hardened::ItemsOf(head), 0u) << "b is an item of the first node";
+  void* word = hardened::LastWordOf(head);  // holds b's address
+  EXPECT_DEATH(
+      {
+        std::memcpy(word, &live, sizeof(live));  // the bug: a write through a dangling pointer
+        void* again = hardened::Allocate(48);    // takes the node's last item
+        hardened::Free(again);
+      },
+      TIERPOOL_ASAN ? "use-after-poison"
+                    : "step06-three-tier\\): free-list item overwritten in a freed block: "
+                      "pointer 0x[0-9a-f]+");
+  hardened::Free(hardened::Allocate(48));
+  hardened::Free(live);
 }
 
 // A stray write puts a plausible address (a live block's) into a freed block's link. Stored
