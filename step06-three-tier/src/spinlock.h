@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 
 #include "config.h"
 
@@ -52,12 +53,17 @@ class SpinLock {
     }
     // Then the holder is probably not running (more threads than cores): sleep in the kernel
     // until it unlocks, instead of spinning or yielding through its time slice. Whoever takes
-    // the lock from here on marks it kSleepers, so its unlock wakes the next sleeper.
+    // the lock from here on marks it kSleepers, so its unlock wakes the next sleeper. The wait
+    // fails with EAGAIN when the word changed first: errno is the program's, so it is kept.
+    const int saved_errno = errno;
     while (state_.exchange(kSleepers, std::memory_order_acquire) != kFree)
       syscall(SYS_futex, &state_, FUTEX_WAIT_PRIVATE, kSleepers, nullptr, nullptr, 0);
+    errno = saved_errno;
   }
   TIERPOOL_NOINLINE void Wake() {
+    const int saved_errno = errno;
     syscall(SYS_futex, &state_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+    errno = saved_errno;
   }
 
   std::atomic<int> state_{kFree};

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -43,6 +44,34 @@ TEST(Lock, ExcludesAndWakesUnderOversubscription) {
   for (auto& thread : threads)
     thread.join();
   EXPECT_EQ(counter, std::uint64_t{kThreads} * kRounds);
+}
+
+// A waiter that sleeps makes system calls, and a futex wait fails with EAGAIN whenever the word
+// changed before the kernel looked: errno must come out of Lock and Unlock as it went in, or a
+// malloc that merely waited for a lock changes the program's errno.
+TEST(Lock, WaitingAndWakingLeaveErrnoAlone) {
+  SpinLock lock;
+  constexpr int kThreads = 16;
+  constexpr int kRounds = 20000;
+  std::atomic<int> changed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kRounds; ++i) {
+        errno = 4242;
+        {
+          SpinLockHolder hold(lock);
+          if (errno != 4242) changed.fetch_add(1, std::memory_order_relaxed);
+          if (i % 1000 == 0) std::this_thread::yield();  // a holder that loses its processor
+          errno = 4242;
+        }
+        if (errno != 4242) changed.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  for (auto& thread : threads)
+    thread.join();
+  EXPECT_EQ(changed.load(), 0);
 }
 
 // While the holder keeps the lock for 300 ms, a waiter costs next to no processor time: it is
