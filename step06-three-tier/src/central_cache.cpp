@@ -45,9 +45,11 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_
   // A parked batch goes out whole even to a thread cache that asked for fewer (a list in slow
   // start): its objects are free already, so handing them over costs no memory, while taking a
   // few from the spans instead would touch each of them and leave the batch pinning its spans.
-  if (used_slots_ > 0 && (n == batch_ || whole_batch)) {
+  const int used = used_slots_.load(std::memory_order_relaxed);
+  if (used > 0 && (n == batch_ || whole_batch)) {
     n = batch_;
-    const Batch& batch = slots_[--used_slots_];
+    const Batch& batch = slots_[used - 1];
+    used_slots_.store(used - 1, std::memory_order_relaxed);
     Unpark();
     ++slot_takes_;
     *first = batch.first;
@@ -58,7 +60,8 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_
     return n;
   }
   // [/snippet]
-  int got = FetchFromSpansLocked(first, second, n);
+  Runs runs;
+  int got = TakeFromSpansLocked(runs, n);
   while (got == 0) {
     // No span has objects left: get one from the page heap without holding our lock (the page
     // heap may map memory), then try again (another thread may have refilled us meanwhile).
@@ -69,78 +72,107 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_
     spans_.PushFront(span);
     span->in_central_list = true;
     free_objects_.fetch_add(kClasses[size_class_].objects, std::memory_order_relaxed);
-    got = FetchFromSpansLocked(first, second, n);
+    got = TakeFromSpansLocked(runs, n);
   }
   lock_.Unlock();
+  ChainRuns(runs, first, second);
   return got;
 }
 
 void CentralFreeList::InsertRange(void* first, void* second, int n) {
-  lock_.Lock();
-  free_objects_.fetch_add(static_cast<std::size_t>(n), std::memory_order_relaxed);
-  out_objects_.fetch_sub(static_cast<std::size_t>(n), std::memory_order_relaxed);
-  if (n == batch_ && used_slots_ < max_slots_ && Park()) {
-    slots_[used_slots_++] = Batch{first, second};
+  // The class's fields are read without the lock: set once, before the in-use bit (release),
+  // so an object of a class that was never set up (freed with a wrong size) sets it up first.
+  const auto cl = static_cast<std::uint32_t>(this - all_);
+  if (TIERPOOL_UNLIKELY(!InUse(cl))) {
+    lock_.Lock();
+    if (object_size_ == 0) SetUpLocked();
     lock_.Unlock();
-    return;
   }
-  Span* emptied = nullptr;
-  void* strays = nullptr;
-  ReleaseToSpansLocked(first, second, n, &emptied, &strays);
-  lock_.Unlock();
-  ReturnSpans(emptied, false);
-  ReturnStrays(strays);
+  // A full batch is parked in a slot if there is one free and the slots of all classes have room.
+  // Both are looked at before the lock too: when the batch cannot be parked, the lock is taken
+  // once, for the spans, not twice.
+  const std::size_t bytes = std::size_t{object_size_} * static_cast<std::size_t>(batch_);
+  if (n == batch_ && used_slots_.load(std::memory_order_relaxed) < max_slots_ &&
+      parked_bytes_.load(std::memory_order_relaxed) + bytes <= kMaxParkedBytes) {
+    lock_.Lock();
+    const int used = used_slots_.load(std::memory_order_relaxed);
+    if (used < max_slots_ && Park()) {
+      slots_[used] = Batch{first, second};
+      used_slots_.store(used + 1, std::memory_order_relaxed);
+      free_objects_.fetch_add(static_cast<std::size_t>(n), std::memory_order_relaxed);
+      out_objects_.fetch_sub(static_cast<std::size_t>(n), std::memory_order_relaxed);
+      lock_.Unlock();
+      return;
+    }
+    lock_.Unlock();
+  }
+  ReleaseToSpans(first, second, n, /*parked=*/false);
 }
 
 bool CentralFreeList::DrainIfIdle(bool all) {
+  Batch drained[kMaxTransferSlots];
+  int count = 0;
   lock_.Lock();
-  const bool idle = used_slots_ > 0 && (all || slot_takes_ == slot_takes_seen_);
+  int used = used_slots_.load(std::memory_order_relaxed);
+  const bool idle = used > 0 && (all || slot_takes_ == slot_takes_seen_);
   slot_takes_seen_ = slot_takes_;
-  Span* emptied = nullptr;
-  void* strays = nullptr;
   if (idle) {
-    while (used_slots_ > 0) {
-      const Batch& batch = slots_[--used_slots_];
+    while (used > 0) {
+      drained[count++] = slots_[--used];
       Unpark();
-      ReleaseToSpansLocked(batch.first, batch.second, batch_, &emptied, &strays);
     }
+    used_slots_.store(0, std::memory_order_relaxed);
   }
   lock_.Unlock();
-  ReturnSpans(emptied, true);
-  ReturnStrays(strays);
+  for (int i = 0; i < count; ++i)
+    ReleaseToSpans(drained[i].first, drained[i].second, batch_, /*parked=*/true);
   return idle;
 }
 
-// Builds a chain of up to n objects from the spans: each object appended at position k becomes
-// the link of the object at position k - 2. Objects carved from fresh memory are taken up to the
-// end of a cache line, even past n: the next thread to ask starts on a line of its own, so two
-// threads never write one line from their first objects on (Hoard's "active false sharing").
-int CentralFreeList::FetchFromSpansLocked(void** first, void** second, int n) {
-  void* chain[2] = {nullptr, nullptr};  // the first two objects
-  void* before_last = nullptr;
-  void* last = nullptr;
+// Takes up to n objects from the spans, as runs, touching as few of them as it can under the
+// lock: a span whose list holds no more than what is still wanted gives it whole, in O(1) (its
+// length is what the span has neither handed out nor carved); only a longer list is walked, to
+// cut it. Objects carved from fresh memory are taken up to the end of a cache line, even past n:
+// the next thread to ask starts on a line of its own, so two threads never write one line from
+// their first objects on (Hoard's "active false sharing").
+int CentralFreeList::TakeFromSpansLocked(Runs& runs, int n) {
+  const std::uint32_t per_span = kClasses[size_class_].objects;
   int got = 0;
+  runs.count = 0;
   while (got < n) {
     Span* span = spans_.first();
     if (span == nullptr) break;
-    while (got < n || InsideCarvedLine(span)) {
-      void* object;
-      if (span->free_list != nullptr && got < n) {
-        object = span->free_list;
-        span->free_list = LoadLinkOfClass(object, *page_map_, size_class_, /*cap=*/0);
-      } else if (span->carve_next < span->carve_end) {
-        object = span->carve_next;
-        span->carve_next += object_size_;
-        FillFreePattern(object, object_size_);
+    if (span->free_list != nullptr) {
+      const auto uncarved =
+          static_cast<std::uint32_t>((span->carve_end - span->carve_next) / object_size_);
+      const std::uint32_t listed = per_span - span->allocated - uncarved;
+      const auto wanted = static_cast<std::uint32_t>(n - got);
+      if (listed <= wanted) {
+        runs.run[runs.count++] = Run{span->free_list, listed, RunKind::kList};
+        span->free_list = nullptr;
       } else {
-        break;
+        void* object = span->free_list;
+        for (std::uint32_t i = 0; i < wanted; ++i) {
+          runs.cut[i] = object;
+          object = LoadLinkOfClass(object, *page_map_, size_class_, /*cap=*/0);
+        }
+        span->free_list = object;
+        runs.run[runs.count++] = Run{runs.cut, wanted, RunKind::kCut};
       }
-      if (before_last != nullptr) StoreNext(before_last, object);
-      if (got < 2) chain[got] = object;
-      before_last = last;
-      last = object;
-      ++span->allocated;
-      ++got;
+      const std::uint32_t taken = runs.run[runs.count - 1].count;
+      span->allocated += taken;
+      got += static_cast<int>(taken);
+    }
+    if (span->free_list == nullptr && (got < n || InsideCarvedLine(span))) {
+      char* const start = span->carve_next;
+      std::uint32_t carved = 0;
+      while (span->carve_next < span->carve_end && (got < n || InsideCarvedLine(span))) {
+        span->carve_next += object_size_;
+        ++carved;
+        ++got;
+      }
+      if (carved > 0) runs.run[runs.count++] = Run{start, carved, RunKind::kCarved};
+      span->allocated += carved;
     }
     if (span->free_list == nullptr && span->carve_next >= span->carve_end) {
       spans_.Remove(span);
@@ -148,52 +180,112 @@ int CentralFreeList::FetchFromSpansLocked(void** first, void** second, int n) {
     }
   }
   if (got > 0) {
-    void* const end = ListEnd(ItemsPerNode(object_size_));
-    if (before_last != nullptr) StoreNext(before_last, end);
-    StoreNext(last, end);
     free_objects_.fetch_sub(static_cast<std::size_t>(got), std::memory_order_relaxed);
     out_objects_.fetch_add(static_cast<std::size_t>(got), std::memory_order_relaxed);
   }
-  *first = chain[0];
-  *second = chain[1];
   return got;
 }
 
+// After the lock: the runs become one batch, a chain in which the object at position k links to
+// the one at k + 2 (thread_cache.h: nodes without items). A list taken whole is read link by link
+// before any of its objects is written; carved objects get the free pattern first.
+void CentralFreeList::ChainRuns(const Runs& runs, void** first, void** second) {
+  void* chain[2] = {nullptr, nullptr};  // the first two objects
+  void* before_last = nullptr;
+  void* last = nullptr;
+  int got = 0;
+  for (int r = 0; r < runs.count; ++r) {
+    const Run& run = runs.run[r];
+    void* object = run.first;
+    for (std::uint32_t i = 0; i < run.count; ++i) {
+      void* next = nullptr;
+      switch (run.kind) {
+        case RunKind::kList:
+          if (i + 1 < run.count) next = LoadLinkOfClass(object, *page_map_, size_class_, 0);
+          break;
+        case RunKind::kCut:
+          object = runs.cut[i];
+          break;
+        case RunKind::kCarved:
+          FillFreePattern(object, object_size_);
+          next = static_cast<char*>(object) + object_size_;
+          break;
+      }
+      if (before_last != nullptr) StoreNext(before_last, object);
+      if (got < 2) chain[got] = object;
+      before_last = last;
+      last = object;
+      ++got;
+      object = next;
+    }
+  }
+  if (got > 0) {
+    void* const end = ListEnd(ItemsPerNode(object_size_));
+    if (before_last != nullptr) StoreNext(before_last, end);
+    StoreNext(last, end);
+  }
+  *first = chain[0];
+  *second = chain[1];
+}
+
 // Pushes each object of the batch (an unrolled list, thread_cache.h: tagged nodes, each with its
-// items) on its span's list; spans whose objects are all back are unlinked and chained through
-// `next` into *emptied, for the page heap (after our lock is dropped).
-void CentralFreeList::ReleaseToSpansLocked(void* first, void* second, int n, Span** emptied,
-                                           void** strays) {
+// items) on its span's list; spans whose objects have all come back go to the page heap.
+// Everything that needs no lock is done before it is taken, as tcmalloc does: the batch's nodes
+// are read (every link and item), each object's span is found in the page map and prefetched,
+// and objects freed with a wrong size (their span is another class's) are set aside. The objects
+// are the caller's, and a span cannot go away while it has objects out, so none of it races.
+// Under the lock there is only the push of each object on its span's list.
+void CentralFreeList::ReleaseToSpans(void* first, void* second, int n, bool parked) {
+  void* objects[kMaxBatch];
+  Span* spans[kMaxBatch];
   const std::uintptr_t cap = ItemsPerNode(object_size_);
   void* cursor[2] = {first, second};  // nodes at even and odd positions, tagged
-  int left = n;
-  for (int k = 0; left > 0; ++k) {
+  void* strays = nullptr;
+  int count = 0;
+  for (int k = 0, left = n; left > 0; ++k) {
     void* tagged = cursor[k & 1];
     void* node = NodeOf(tagged);
     const std::uintptr_t items = ItemsOf(tagged);
-    // The node's link and items are read before the node goes on a span's list (its first word).
     if (left > static_cast<int>(items) + 1) {
       cursor[k & 1] = LoadLinkOfClass(node, *page_map_, size_class_, cap);
     }
     for (std::uintptr_t i = items; i >= 1; --i)
-      ReleaseObjectLocked(TakeItemOfClass(node, i, *page_map_, size_class_), emptied, strays);
-    ReleaseObjectLocked(node, emptied, strays);
+      objects[count++] = TakeItemOfClass(node, i, *page_map_, size_class_);
+    objects[count++] = node;
     left -= static_cast<int>(items) + 1;
   }
+  int kept = 0;
+  for (int i = 0; i < count; ++i) {
+    Span* span = page_map_->Get(reinterpret_cast<std::uintptr_t>(objects[i]) >> kPageShift);
+    if (TIERPOOL_UNLIKELY(span->size_class != size_class_)) {
+      // A sized free with a wrong size (undefined behaviour the hardened build reports) put it
+      // on this class's lists. It goes back to its own class, so that no span ever holds
+      // objects of two classes, and that class's counts, not ours, take it back.
+      StoreNext(objects[i], strays);
+      strays = objects[i];
+      continue;
+    }
+    __builtin_prefetch(span, 1);
+    objects[kept] = objects[i];
+    spans[kept++] = span;
+  }
+  Span* emptied = nullptr;
+  lock_.Lock();
+  if (!parked) {
+    free_objects_.fetch_add(static_cast<std::size_t>(kept), std::memory_order_relaxed);
+    out_objects_.fetch_sub(static_cast<std::size_t>(kept), std::memory_order_relaxed);
+  } else if (kept < count) {  // strays, counted here when they were parked: their class's now
+    free_objects_.fetch_sub(static_cast<std::size_t>(count - kept), std::memory_order_relaxed);
+    out_objects_.fetch_add(static_cast<std::size_t>(count - kept), std::memory_order_relaxed);
+  }
+  for (int i = 0; i < kept; ++i)
+    ReleaseObjectLocked(objects[i], spans[i], &emptied);
+  lock_.Unlock();
+  ReturnSpans(emptied, parked);
+  ReturnStrays(strays);
 }
 
-void CentralFreeList::ReleaseObjectLocked(void* object, Span** emptied, void** strays) {
-  Span* span = page_map_->Get(reinterpret_cast<std::uintptr_t>(object) >> kPageShift);
-  if (TIERPOOL_UNLIKELY(span->size_class != size_class_)) {
-    // A sized free with a wrong size (undefined behaviour the hardened build reports) put it
-    // on this class's lists. Its span is another class's: it goes back there, so no span ever
-    // holds objects of two classes, and its class's counts, not ours, take it back.
-    StoreNext(object, *strays);
-    *strays = object;
-    free_objects_.fetch_sub(1, std::memory_order_relaxed);
-    out_objects_.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
+void CentralFreeList::ReleaseObjectLocked(void* object, Span* span, Span** emptied) {
   StoreNext(object, span->free_list);
   span->free_list = object;
   if (--span->allocated == 0) {

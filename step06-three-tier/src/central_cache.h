@@ -67,16 +67,36 @@ class alignas(64) CentralFreeList {
   SpinLock& lock() { return lock_; }
 
  private:
-  int FetchFromSpansLocked(void** first, void** second, int n);
+  // Objects taken from the spans under the lock, made a batch after it (RemoveRange): runs of
+  // objects, each a span's list taken whole, the head of a list cut (its objects read under the
+  // lock, so kept in `cut`), or objects never carved, side by side.
+  enum class RunKind : std::uint8_t { kList, kCut, kCarved };
+  struct Run {
+    void* first;
+    std::uint32_t count;
+    RunKind kind;
+  };
+  struct Runs {
+    // At most two runs a span (its list, then its fresh objects), at least one object a span;
+    // a batch of kMaxBatch may run up to a cache line past its end (InsideCarvedLine). Only the
+    // last list taken is ever cut.
+    Run run[2 * (kMaxBatch + kCacheLineSize / 8)];
+    int count;
+    void* cut[kMaxBatch];
+  };
+  int TakeFromSpansLocked(Runs& runs, int n);
+  void ChainRuns(const Runs& runs, void** first, void** second);
   // True while the next object to carve starts in the cache line the previous one ends in.
   static bool InsideCarvedLine(const Span* span) {
     return span->carve_next < span->carve_end &&
            reinterpret_cast<std::uintptr_t>(span->carve_next) % kCacheLineSize != 0;
   }
-  // Objects back to their spans; emptied spans chained on *emptied, and objects of another class
-  // (freed with a wrong size) on *strays, both for after the lock.
-  void ReleaseToSpansLocked(void* first, void* second, int n, Span** emptied, void** strays);
-  void ReleaseObjectLocked(void* object, Span** emptied, void** strays);
+  // A batch's objects back to their spans (takes the lock). `parked`: the batch comes from the
+  // slots, so its objects are counted free already, and spans it empties have been idle.
+  void ReleaseToSpans(void* first, void* second, int n, bool parked);
+  // One object on its span's list; a span that has all its objects back is chained on *emptied,
+  // for the page heap after the lock.
+  void ReleaseObjectLocked(void* object, Span* span, Span** emptied);
   void ReturnStrays(void* strays);
   void SetUpLocked();
   // A batch into / out of the slots: counted against kMaxParkedBytes. Park is false (and counts
@@ -91,7 +111,7 @@ class alignas(64) CentralFreeList {
   std::uint32_t object_size_ = 0;
   int batch_ = 0;
   int max_slots_ = 0;
-  int used_slots_ = 0;
+  std::atomic<int> used_slots_{0};     // written under the lock; InsertRange peeks before it
   Batch* slots_ = nullptr;             // kMaxTransferSlots of them, kept apart (see Attach)
   std::uint64_t slot_takes_ = 0;       // batches taken from the slots, ever
   std::uint64_t slot_takes_seen_ = 0;  // ... as of the previous DrainIfIdle

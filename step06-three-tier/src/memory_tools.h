@@ -147,6 +147,17 @@ TIERPOOL_ALWAYS_INLINE void* LoadLinkOfClass(void* node, const PageMap& map, std
   return next;
 }
 
+// Address space given back to the OS (munmap): whoever maps it next (another library, this
+// allocator's own metadata) owns it, so no mark of ours may stay on it. Valgrind forgets the marks
+// of an unmapped range itself; ASan keeps its shadow, and would report their first write.
+TIERPOOL_ALWAYS_INLINE void MarkUnmapped(void* start, std::size_t bytes) {
+#if TIERPOOL_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(start, bytes);
+#endif
+  (void)start;
+  (void)bytes;
+}
+
 // Memory that belongs to the allocator (a fresh span, a freed block): users must not touch it.
 TIERPOOL_ALWAYS_INLINE void MarkUnusable(void* start, std::size_t bytes) {
 #if TIERPOOL_ASAN

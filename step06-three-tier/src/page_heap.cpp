@@ -511,6 +511,7 @@ std::size_t PageHeap::UnmapFreeRegions() {
   while (doomed != nullptr) {
     Span* span = doomed;
     doomed = span->next;
+    MarkUnmapped(span->start(), span->bytes());
     OsUnmap(span->start(), span->bytes());
     span_pool_->Delete(span);
   }

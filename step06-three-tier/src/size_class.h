@@ -33,6 +33,9 @@ struct SizeClassInfo {
   std::uint16_t transfer_slots;  // batches the central cache keeps ready for thread caches
 };
 
+// Most objects moved between tiers at once (a batch): the bound of the arrays that hold one.
+inline constexpr std::size_t kMaxBatch = 128;
+
 namespace size_class_detail {
 
 // Objects moved at once between tiers: about 32 KiB worth, 2..128 objects (the article's
@@ -40,7 +43,7 @@ namespace size_class_detail {
 constexpr std::uint16_t BatchFor(std::size_t size) {
   std::size_t n = (32 * 1024) / size;
   if (n < 2) n = 2;
-  if (n > 128) n = 128;
+  if (n > kMaxBatch) n = kMaxBatch;
   return static_cast<std::uint16_t>(n);
 }
 

@@ -12,13 +12,6 @@ namespace {
 // A list that overflows this many times in a row with a limit above one batch gives a batch of
 // its limit back: it was sized for a peak that has passed.
 constexpr std::uint8_t kMaxOverages = 3;
-// Most objects a release takes at once (a batch), so most nodes a batch has.
-constexpr std::size_t kMaxBatch = 128;
-static_assert([] {
-  for (int cl = 1; cl < kNumClasses; ++cl)
-    if (kClasses[cl].batch > kMaxBatch) return false;
-  return true;
-}());
 
 // Without a thread cache (thread exiting, or the OS refused memory for one): go to the central
 // cache one object at a time.

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -254,6 +255,37 @@ TEST(CoreBigBlock, ReleaseFreeMemoryGivesEverythingBackAtOnce) {
   EXPECT_EQ(stats.thread_cache_bytes, 0u);
   EXPECT_EQ(stats.central_cache_bytes, 0u);
   EXPECT_EQ(stats.page_heap_free_bytes, 0u);
+}
+
+// Address space given back is the OS's again: after release_free_memory() the range of a freed
+// region can be mapped by anyone (here with MAP_FIXED_NOREPLACE, which fails on a range still
+// mapped), and written with no mark of the allocator's left on it (under ASan, the poison of its
+// free memory would report the first write into the new mapping).
+TEST(CoreBigBlock, UnmappedMemoryIsAnyonesAgain) {
+  tierpool_release_free_memory();
+  std::vector<void*> blocks;
+  for (int i = 0; i < 4096; ++i) {  // 16 MiB of 4 KiB blocks: whole 2 MiB regions
+    blocks.push_back(tierpool_malloc(4096));
+    ASSERT_NE(blocks.back(), nullptr);
+  }
+  for (void* p : blocks)
+    tierpool_free(p);
+  tierpool_thread_flush();
+  ASSERT_GT(tierpool_release_free_memory(), 0u);
+  const std::uintptr_t region = std::uintptr_t{2} << 20;
+  bool remapped = false;
+  for (void* p : blocks) {
+    void* start = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(p) & ~(region - 1));
+    void* q = mmap(start, region, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (q == MAP_FAILED) continue;
+    ASSERT_EQ(q, start);
+    std::memset(q, 7, region);  // ASan: use-after-poison here if the marks stayed
+    munmap(q, region);
+    remapped = true;
+    break;
+  }
+  EXPECT_TRUE(remapped) << "no freed region went back to the OS";
 }
 
 // Free batches parked in the central cache's transfer slots are bounded for all classes

@@ -104,6 +104,54 @@ TEST(ThreadCacheLists, EveryObjectComesBackOnceWhateverTheOrder) {
   }
 }
 
+// The central list's slow paths: batches taken apart onto their spans, and objects taken back
+// from the spans' lists (a list whole, or cut) and carved. Every seventh object stays live, so
+// the spans stay in use with the others back on their lists in random order. They must come out
+// again once each, never one that is live, and fill the holes: as many again fit in the spans
+// there are (a refill may carve at most a batch past them). Once everything is back, every span
+// must be empty: an object counted twice or lost would keep a span (and its pages) for ever.
+TEST(CentralSpans, ObjectsBackOnTheirSpansComeOutOnceAndEverySpanEmpties) {
+  std::minstd_rand rng(11);
+  tierpool_thread_flush();
+  tierpool_release_free_memory();
+  const tierpool::Stats before = tierpool::GetStats();
+  for (std::size_t size : {16, 64, 256, 3000}) {
+    const int count = size < 1000 ? 30000 : 3000;
+    tierpool_thread_flush();  // the previous size's spans are gone: only this size's count
+    tierpool_release_free_memory();
+    std::vector<void*> all;
+    for (int i = 0; i < count; ++i)
+      all.push_back(tierpool::ConcurrentAlloc(size));
+    const std::size_t spans = tierpool::GetStats().spans_in_use;
+    std::vector<void*> kept, back;
+    for (std::size_t i = 0; i < all.size(); ++i)
+      (i % 7 == 0 ? kept : back).push_back(all[i]);
+    std::shuffle(back.begin(), back.end(), rng);
+    for (void* p : back)
+      tierpool::ConcurrentFree(p, size);
+    tierpool_thread_flush();         // the cache's batches go to the central list ...
+    tierpool_release_free_memory();  // ... and every parked one onto its spans
+    std::vector<void*> again;
+    for (std::size_t i = 0; i < back.size(); ++i)
+      again.push_back(tierpool::ConcurrentAlloc(size));
+    EXPECT_LE(tierpool::GetStats().spans_in_use, spans + 2) << size << "-byte holes not reused";
+    std::set<void*> distinct(again.begin(), again.end());
+    ASSERT_EQ(distinct.size(), again.size()) << size << "-byte objects handed out twice";
+    for (void* p : kept)
+      ASSERT_EQ(distinct.count(p), 0u) << size << "-byte object handed out while live";
+    for (void* p : again)
+      tierpool::ConcurrentFree(p, size);
+    for (void* p : kept)
+      tierpool::ConcurrentFree(p, size);
+  }
+  tierpool_thread_flush();
+  tierpool_release_free_memory();
+  const tierpool::Stats after = tierpool::GetStats();
+  EXPECT_EQ(after.spans_in_use, before.spans_in_use);
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  EXPECT_EQ(after.central_cache_bytes, 0u);
+}
+
 // The byte budget bounds what a cache may hold (the sum of its lists' limits), not what it holds
 // at each free, so the fast paths do not count bytes. A thread that churns one class up to the
 // budget and then moves to another must neither hold more than its budget at any time nor keep
