@@ -106,26 +106,32 @@ void CentralFreeList::InsertRange(void* first, void* second, int n) {
     }
     lock_.Unlock();
   }
-  ReleaseToSpans(first, second, n, /*parked=*/false);
+  ReleaseToSpans(first, second, n);
 }
 
+// The parked batches are taken apart under the lock, as a rare path may: a caller that drains
+// every class (tierpool_release_free_memory) must find no batch between the slots and the spans,
+// in another thread's hands, when it goes on to the page heap.
 bool CentralFreeList::DrainIfIdle(bool all) {
-  Batch drained[kMaxTransferSlots];
-  int count = 0;
+  Span* emptied = nullptr;
+  void* strays = nullptr;
   lock_.Lock();
   int used = used_slots_.load(std::memory_order_relaxed);
   const bool idle = used > 0 && (all || slot_takes_ == slot_takes_seen_);
   slot_takes_seen_ = slot_takes_;
   if (idle) {
+    ReadObjects read;
     while (used > 0) {
-      drained[count++] = slots_[--used];
+      const Batch& batch = slots_[--used];
       Unpark();
+      ReadBatch(batch.first, batch.second, batch_, read, &strays);
+      ReleaseReadLocked(read, /*parked=*/true, &emptied);
     }
     used_slots_.store(0, std::memory_order_relaxed);
   }
   lock_.Unlock();
-  for (int i = 0; i < count; ++i)
-    ReleaseToSpans(drained[i].first, drained[i].second, batch_, /*parked=*/true);
+  ReturnSpans(emptied, true);
+  ReturnStrays(strays);
   return idle;
 }
 
@@ -228,20 +234,17 @@ void CentralFreeList::ChainRuns(const Runs& runs, void** first, void** second) {
   *second = chain[1];
 }
 
-// Pushes each object of the batch (an unrolled list, thread_cache.h: tagged nodes, each with its
-// items) on its span's list; spans whose objects have all come back go to the page heap.
-// Everything that needs no lock is done before it is taken, as tcmalloc does: the batch's nodes
-// are read (every link and item), each object's span is found in the page map and prefetched,
-// and objects freed with a wrong size (their span is another class's) are set aside. The objects
-// are the caller's, and a span cannot go away while it has objects out, so none of it races.
-// Under the lock there is only the push of each object on its span's list.
-void CentralFreeList::ReleaseToSpans(void* first, void* second, int n, bool parked) {
-  void* objects[kMaxBatch];
-  Span* spans[kMaxBatch];
+// Reads a batch (an unrolled list, thread_cache.h: tagged nodes, each with its items) into
+// `out`: every object, its span found in the page map and prefetched. Nothing is written but the
+// links of objects freed with a wrong size (their span is another class's), which are chained on
+// *strays. It needs no lock: the objects are the caller's, and a span cannot go away while it
+// has objects out.
+void CentralFreeList::ReadBatch(void* first, void* second, int n, ReadObjects& out,
+                                void** strays) const {
   const std::uintptr_t cap = ItemsPerNode(object_size_);
   void* cursor[2] = {first, second};  // nodes at even and odd positions, tagged
-  void* strays = nullptr;
-  int count = 0;
+  out.count = 0;
+  out.kept = 0;
   for (int k = 0, left = n; left > 0; ++k) {
     void* tagged = cursor[k & 1];
     void* node = NodeOf(tagged);
@@ -250,38 +253,55 @@ void CentralFreeList::ReleaseToSpans(void* first, void* second, int n, bool park
       cursor[k & 1] = LoadLinkOfClass(node, *page_map_, size_class_, cap);
     }
     for (std::uintptr_t i = items; i >= 1; --i)
-      objects[count++] = TakeItemOfClass(node, i, *page_map_, size_class_);
-    objects[count++] = node;
+      out.objects[out.count++] = TakeItemOfClass(node, i, *page_map_, size_class_);
+    out.objects[out.count++] = node;
     left -= static_cast<int>(items) + 1;
   }
-  int kept = 0;
-  for (int i = 0; i < count; ++i) {
-    Span* span = page_map_->Get(reinterpret_cast<std::uintptr_t>(objects[i]) >> kPageShift);
+  for (int i = 0; i < out.count; ++i) {
+    void* object = out.objects[i];
+    Span* span = page_map_->Get(reinterpret_cast<std::uintptr_t>(object) >> kPageShift);
     if (TIERPOOL_UNLIKELY(span->size_class != size_class_)) {
       // A sized free with a wrong size (undefined behaviour the hardened build reports) put it
       // on this class's lists. It goes back to its own class, so that no span ever holds
       // objects of two classes, and that class's counts, not ours, take it back.
-      StoreNext(objects[i], strays);
-      strays = objects[i];
+      StoreNext(object, *strays);
+      *strays = object;
       continue;
     }
     __builtin_prefetch(span, 1);
-    objects[kept] = objects[i];
-    spans[kept++] = span;
+    out.objects[out.kept] = object;
+    out.spans[out.kept++] = span;
   }
+}
+
+// Pushes each object read on its span's list; spans whose objects have all come back are chained
+// on *emptied, for the page heap after the lock. `parked`: the objects were counted free here
+// when their batch was parked (strays included, which are their own class's now).
+void CentralFreeList::ReleaseReadLocked(const ReadObjects& read, bool parked, Span** emptied) {
+  if (!parked) {
+    free_objects_.fetch_add(static_cast<std::size_t>(read.kept), std::memory_order_relaxed);
+    out_objects_.fetch_sub(static_cast<std::size_t>(read.kept), std::memory_order_relaxed);
+  } else if (read.kept < read.count) {
+    const auto strays = static_cast<std::size_t>(read.count - read.kept);
+    free_objects_.fetch_sub(strays, std::memory_order_relaxed);
+    out_objects_.fetch_add(strays, std::memory_order_relaxed);
+  }
+  for (int i = 0; i < read.kept; ++i)
+    ReleaseObjectLocked(read.objects[i], read.spans[i], emptied);
+}
+
+// A batch's objects back to their spans. Everything that needs no lock is done before it is
+// taken, as tcmalloc does (ReadBatch): under the lock there is only the push of each object on its
+// span's list.
+void CentralFreeList::ReleaseToSpans(void* first, void* second, int n) {
+  ReadObjects read;
+  void* strays = nullptr;
+  ReadBatch(first, second, n, read, &strays);
   Span* emptied = nullptr;
   lock_.Lock();
-  if (!parked) {
-    free_objects_.fetch_add(static_cast<std::size_t>(kept), std::memory_order_relaxed);
-    out_objects_.fetch_sub(static_cast<std::size_t>(kept), std::memory_order_relaxed);
-  } else if (kept < count) {  // strays, counted here when they were parked: their class's now
-    free_objects_.fetch_sub(static_cast<std::size_t>(count - kept), std::memory_order_relaxed);
-    out_objects_.fetch_add(static_cast<std::size_t>(count - kept), std::memory_order_relaxed);
-  }
-  for (int i = 0; i < kept; ++i)
-    ReleaseObjectLocked(objects[i], spans[i], &emptied);
+  ReleaseReadLocked(read, /*parked=*/false, &emptied);
   lock_.Unlock();
-  ReturnSpans(emptied, parked);
+  ReturnSpans(emptied, false);
   ReturnStrays(strays);
 }
 

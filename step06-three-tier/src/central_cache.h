@@ -91,9 +91,18 @@ class alignas(64) CentralFreeList {
     return span->carve_next < span->carve_end &&
            reinterpret_cast<std::uintptr_t>(span->carve_next) % kCacheLineSize != 0;
   }
-  // A batch's objects back to their spans (takes the lock). `parked`: the batch comes from the
-  // slots, so its objects are counted free already, and spans it empties have been idle.
-  void ReleaseToSpans(void* first, void* second, int n, bool parked);
+  // A batch's objects on their way back to their spans: each object and its span, the ones of
+  // this class first (`kept` of them; the rest, freed with a wrong size, are chained as strays).
+  struct ReadObjects {
+    void* objects[kMaxBatch];
+    Span* spans[kMaxBatch];
+    int count;
+    int kept;
+  };
+  void ReadBatch(void* first, void* second, int n, ReadObjects& out, void** strays) const;
+  void ReleaseReadLocked(const ReadObjects& read, bool parked, Span** emptied);
+  // A batch's objects back to their spans: read before the lock, pushed under it.
+  void ReleaseToSpans(void* first, void* second, int n);
   // One object on its span's list; a span that has all its objects back is chained on *emptied,
   // for the page heap after the lock.
   void ReleaseObjectLocked(void* object, Span* span, Span** emptied);
