@@ -200,29 +200,38 @@ void CentralFreeList::ChainRuns(const Runs& runs, void** first, void** second) {
   void* before_last = nullptr;
   void* last = nullptr;
   int got = 0;
+  auto append = [&](void* object) {
+    if (before_last != nullptr) StoreNext(before_last, object);
+    if (got < 2) chain[got] = object;
+    before_last = last;
+    last = object;
+    ++got;
+  };
   for (int r = 0; r < runs.count; ++r) {
     const Run& run = runs.run[r];
-    void* object = run.first;
-    for (std::uint32_t i = 0; i < run.count; ++i) {
-      void* next = nullptr;
-      switch (run.kind) {
-        case RunKind::kList:
-          if (i + 1 < run.count) next = LoadLinkOfClass(object, *page_map_, size_class_, 0);
-          break;
-        case RunKind::kCut:
-          object = runs.cut[i];
-          break;
-        case RunKind::kCarved:
-          FillFreePattern(object, object_size_);
-          next = static_cast<char*>(object) + object_size_;
-          break;
+    switch (run.kind) {
+      case RunKind::kList: {
+        if (run.count == 0) break;  // (a span whose list is taken has objects on it)
+        void* object = run.first;
+        for (std::uint32_t i = 1; i < run.count; ++i) {
+          void* next = LoadLinkOfClass(object, *page_map_, size_class_, /*cap=*/0);
+          append(object);
+          object = next;
+        }
+        append(object);  // the list's last: its link (null) is not read
+        break;
       }
-      if (before_last != nullptr) StoreNext(before_last, object);
-      if (got < 2) chain[got] = object;
-      before_last = last;
-      last = object;
-      ++got;
-      object = next;
+      case RunKind::kCut:
+        for (std::uint32_t i = 0; i < run.count; ++i)
+          append(runs.cut[i]);
+        break;
+      case RunKind::kCarved:
+        for (std::uint32_t i = 0; i < run.count; ++i) {
+          char* object = static_cast<char*>(run.first) + std::size_t{i} * object_size_;
+          FillFreePattern(object, object_size_);
+          append(object);
+        }
+        break;
     }
   }
   if (got > 0) {

@@ -390,6 +390,31 @@ TEST(CoreBigBlock, AWrongSizeInASizedFreeNeverMixesClassesInASpan) {
     tierpool_free(q);
   tierpool_thread_flush();
 }
+
+// The same mistake in bulk: 300 blocks of 512 bytes freed as 8-byte ones fill whole batches of
+// the 8-byte class, which are parked in its transfer slots; draining the slots sends each block
+// to its own class. Nothing may be counted twice or lost on the way: once everything is given
+// back, the central lists hold nothing and every span is gone (the 8-byte class counted the
+// blocks as its own when it parked them, and must uncount them when they leave).
+TEST(CoreBigBlock, WrongSizedBlocksInParkedBatchesGoHomeCountedOnce) {
+  tierpool_thread_flush();
+  tierpool_release_free_memory();
+  const tierpool::Stats before = tierpool::GetStats();
+  std::vector<void*> blocks;
+  for (int i = 0; i < 300; ++i) {
+    blocks.push_back(tierpool_malloc(512));
+    ASSERT_NE(blocks.back(), nullptr);
+  }
+  for (void* p : blocks)
+    tierpool_free_sized(p, 8);  // wrong: they are 512-byte blocks
+  tierpool_thread_flush();      // full batches of the 8-byte class, parked
+  tierpool_release_free_memory();
+  const tierpool::Stats after = tierpool::GetStats();
+  EXPECT_EQ(after.central_cache_bytes, 0u);
+  EXPECT_EQ(after.thread_cache_bytes, 0u);
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  EXPECT_EQ(after.spans_in_use, before.spans_in_use);
+}
 #endif
 
 // Under an address-space limit, address space freed by small blocks must be able to serve a big
