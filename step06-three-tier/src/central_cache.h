@@ -42,7 +42,8 @@ class alignas(64) CentralFreeList {
   // indexed by class (where a block freed with the wrong size is sent back to); `slots`,
   // kMaxTransferSlots batches of storage per class. A list sets itself up from these on its
   // first use, so that a process writes only the lists of the classes it uses: eager set-up of
-  // the 208 lists cost a preloaded `ls` 7 page faults (and slots kept inside each list, 63).
+  // article 003's 208 lists cost a preloaded `ls` 7 page faults (and slots kept inside each list,
+  // 63).
   static void Attach(PageHeap* page_heap, PageMap* page_map, CentralFreeList* all,
                      Batch (*slots)[kMaxTransferSlots]);
 
