@@ -357,9 +357,23 @@ void CentralFreeList::ReturnStrays(void* strays) {
     void* object = strays;
     strays = LoadNext(object);
     const std::uint32_t cl = page_map_->ClassOf(object);
+    if (TIERPOOL_UNLIKELY(cl == 0)) {
+      ReturnLargeStray(object);
+      continue;
+    }
     StoreNext(object, nullptr);
     all_[cl].InsertRange(object, nullptr, 1);
   }
+}
+
+// A stray of no class: a large block freed with a small size. It goes back to the page heap as
+// its free would have sent it. Anything else (not the start of a large block: no block of ours)
+// is dropped, never handed out again.
+void CentralFreeList::ReturnLargeStray(void* object) {
+  Span* span = page_map_->Get(reinterpret_cast<std::uintptr_t>(object) >> kPageShift);
+  if (span == nullptr || span->state != SpanState::kLarge || span->start() != object) return;
+  page_heap_->AccountLarge(-static_cast<std::ptrdiff_t>(span->bytes()));
+  page_heap_->Delete(span);
 }
 
 void CentralFreeList::ReturnSpans(Span* emptied, bool long_idle) {

@@ -108,6 +108,7 @@ class alignas(64) CentralFreeList {
   // for the page heap after the lock.
   void ReleaseObjectLocked(void* object, Span* span, Span** emptied);
   void ReturnStrays(void* strays);
+  void ReturnLargeStray(void* object);
   void SetUpLocked();
   // A batch into / out of the slots: counted against kMaxParkedBytes. Park is false (and counts
   // nothing) when the batch would take the slots of all classes past it.

@@ -253,14 +253,17 @@ Span* PageHeap::FreeAfter(const Span* span) const {
 // No free span is long enough, but backed and released spans lying side by side may be: they
 // never merge (a released range must never look backed), and without this the heap grew beside
 // them (two threads replacing blocks of up to 32 MiB mapped 1.7 GB for 256 MiB in use). Every
-// such run holds a released span, so the search starts from each of those, once per growth.
+// such run holds a released span, so the search starts from those, once per growth, and reads
+// each run once: from its first released piece (a run met from a later one is skipped).
 Span* PageHeap::TakeMixedRunLocked(std::size_t pages) {
   for (std::size_t i = 0; i <= kMaxExactPages + kBins; ++i) {
     SpanList& list = i <= kMaxExactPages ? exact_[1][i] : bins_[1][i - kMaxExactPages - 1];
     for (Span* s = list.first(); s != nullptr; s = s->next) {
       Span* first = s;
-      while (Span* prev = FreeBefore(first))
+      Span* prev = FreeBefore(first);
+      for (; prev != nullptr && !prev->released; prev = FreeBefore(first))
         first = prev;
+      if (prev != nullptr) continue;  // a released piece before this one starts the run
       std::size_t run = 0;
       for (const Span* piece = first; piece != nullptr && run < pages; piece = FreeAfter(piece))
         run += piece->num_pages;

@@ -415,6 +415,27 @@ TEST(CoreBigBlock, WrongSizedBlocksInParkedBatchesGoHomeCountedOnce) {
   EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
   EXPECT_EQ(after.spans_in_use, before.spans_in_use);
 }
+
+// A large block freed with a small size goes on that class's list like any small block; when the
+// central list finds it has no class of its own, it goes back to the page heap as a free would,
+// and is neither lost nor counted in use for ever.
+TEST(CoreBigBlock, ALargeBlockFreedWithASmallSizeIsNotLost) {
+  tierpool_thread_flush();
+  tierpool_release_free_memory();
+  const tierpool::Stats before = tierpool::GetStats();
+  void* big = tierpool_malloc(kMiB);
+  ASSERT_NE(big, nullptr);
+  tierpool_free_sized(big, 100);  // wrong: it is a 1 MiB block
+  tierpool_thread_flush();        // to the central list of the 100-byte class, which looks
+  tierpool_release_free_memory();
+  const tierpool::Stats after = tierpool::GetStats();
+  EXPECT_EQ(after.large_bytes_in_use, before.large_bytes_in_use);
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  EXPECT_EQ(after.central_cache_bytes, 0u);
+  void* again = tierpool_malloc(kMiB);  // its pages serve the next large block
+  EXPECT_NE(again, nullptr);
+  tierpool_free(again);
+}
 #endif
 
 // Under an address-space limit, address space freed by small blocks must be able to serve a big

@@ -200,6 +200,39 @@ TEST(PageHeap, BackedAndReleasedSpansSideBySideServeOneRequest) {
   h->heap.Delete(guard);
 }
 
+// The same with four pieces, backed and released in turn, starting with a backed one: the run is
+// found (from its first released piece; met again from the second, it is not read twice) and
+// serves a request as long as all four together, from the run's first page.
+TEST(PageHeap, ARunOfBackedAndReleasedPiecesInTurnServesOneRequest) {
+  auto h = NewHeap();
+  const std::size_t region = kMinGrowBytes / kPageSize;
+  const std::size_t piece = region / 4 - 2;
+  Span* pieces[4];
+  for (Span*& p : pieces) {
+    p = h->heap.New(piece, SpanState::kLarge);
+    ASSERT_NE(p, nullptr);
+  }
+  Span* guard = h->heap.New(8, SpanState::kLarge);
+  ASSERT_NE(guard, nullptr);
+  for (int i = 1; i < 4; ++i)
+    ASSERT_EQ(pieces[i]->first_page, pieces[0]->first_page + i * piece);
+  const std::uintptr_t start = pieces[0]->first_page;
+  const std::size_t mapped = h->heap.Stats().mapped_bytes;
+  for (int i = 0; i < 4; ++i)
+    h->heap.Delete(pieces[i], i % 2 == 0 ? FreedPages::kRecent : FreedPages::kZero);
+  EXPECT_EQ(h->heap.FreeSpansOfLength(piece, false), 2u);
+  EXPECT_EQ(h->heap.FreeSpansOfLength(piece, true), 2u);
+
+  Span* all = h->heap.New(4 * piece, SpanState::kLarge);
+  ASSERT_NE(all, nullptr);
+  EXPECT_EQ(all->first_page, start);
+  EXPECT_EQ(all->num_pages, 4 * piece);
+  EXPECT_EQ(h->heap.Stats().mapped_bytes, mapped) << "the heap grew";
+  EXPECT_EQ(h->map.Get(all->last_page()), all);
+  h->heap.Delete(all);
+  h->heap.Delete(guard);
+}
+
 TEST(PageHeap, TrimReleasesEveryFreePageAndUnmapsWholeFreeRegions) {
   auto h = NewHeap();
   Span* s = h->heap.New(4096, SpanState::kLarge);  // 32 MiB: the whole first growth
