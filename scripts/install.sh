@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=${1:?usage: scripts/install.sh PREFIX [JOBS]}
 jobs=${2:-$(nproc)}
-build=build/install
+build=${TIERPOOL_INSTALL_BUILD:-build/install}  # the test of the install builds elsewhere
 
 missing() {  # missing WHAT PACKAGE
   echo "make install: $1 not found; on Debian or Ubuntu: sudo apt-get install $2" >&2
@@ -35,7 +35,7 @@ found_any ${CC:-cc gcc clang} || missing "a C compiler (${CC:-cc})" gcc
 # shellcheck disable=SC2086
 found_any ${CXX:-c++ g++ clang++} || missing "a C++ compiler with C++20 (${CXX:-c++})" g++
 
-mkdir -p build
+mkdir -p "$(dirname "$build")"
 if ! cmake -S step06-three-tier -B "$build" -DCMAKE_BUILD_TYPE=Release -DTIERPOOL_WERROR=OFF \
        -DTIERPOOL_BUILD_TESTS=OFF -DTIERPOOL_BUILD_BENCHMARKS=OFF >"$build.log" 2>&1; then
   cat "$build.log" >&2

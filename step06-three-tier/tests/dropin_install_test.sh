@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# dropin_install_test.sh BUILD_DIR EXAMPLE_DIR
-# What a user does with the package: install the tierpool component of BUILD_DIR into a fresh
-# prefix, build the example consumer project against it with find_package(tierpool) and run its
-# tests (linked shared and static, the C API, and LD_PRELOAD through tierpool::preload), then build
-# its C and C++ programs with pkg-config alone, with an rpath and without one.
+# dropin_install_test.sh REPO_ROOT EXAMPLE_DIR
+# What a user does with the package: `make install PREFIX=...` (scripts/install.sh, here with a
+# build directory of its own) into a fresh prefix, which must build the two libraries and nothing
+# else; then the example consumer project built against it with find_package(tierpool) and its
+# tests run (linked shared and static, the C API, and LD_PRELOAD through tierpool::preload), then
+# its C and C++ programs built with pkg-config alone, with an rpath and without one.
 set -euo pipefail
-build=$1
+root=$1
 example=$2
 work=$(mktemp -d "${TMPDIR:-/tmp}/tierpool-install.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
 
-cmake --install "$build" --prefix "$prefix" --component tierpool >"$work/install.log"
+TIERPOOL_INSTALL_BUILD=$work/build bash "$root/scripts/install.sh" "$prefix" 2 >"$work/install.log" \
+  2>&1 || { cat "$work/install.log"; exit 1; }
 for file in include/tierpool/tierpool.h libtierpool.so libtierpool.a tierpoolConfig.cmake \
             tierpoolConfigVersion.cmake tierpoolTargets.cmake tierpool.pc; do
   if [ -z "$(find "$prefix" -path "*$file" -print -quit)" ]; then
@@ -20,6 +22,12 @@ for file in include/tierpool/tierpool.h libtierpool.so libtierpool.a tierpoolCon
     exit 1
   fi
 done
+# Only what is installed was built: no test, benchmark or tool (CMake's own probes aside).
+built=$(find "$work/build" -path '*/CMakeFiles' -prune -o -type f -executable ! -name '*.so*' -print)
+if [ -n "$built" ]; then
+  echo "FAILED: make install built more than the libraries: $built"
+  exit 1
+fi
 echo "installed: $(cd "$prefix" && find . -type f -o -type l | sort | tr '\n' ' ')"
 
 cmake -S "$example" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
