@@ -8,9 +8,9 @@
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "uaf";
   if (std::strcmp(what, "leak") == 0) {
-    // 784 is a class size, so memcheck reports exactly the bytes asked for.
-    void* leaked = tierpool::ConcurrentAlloc(784);
-    std::memset(leaked, 0, 784);
+    // 768 is a class size, so memcheck reports exactly the bytes asked for.
+    void* leaked = tierpool::ConcurrentAlloc(768);
+    std::memset(leaked, 0, 768);
     leaked = nullptr;
     return 0;
   }
