@@ -44,6 +44,8 @@ class alignas(64) CentralFreeList {
   // first use, so that a process writes only the lists of the classes it uses: eager set-up of
   // article 003's 208 lists cost a preloaded `ls` 7 page faults (and slots kept inside each list,
   // 63).
+  // Bytes parked in the slots of every class (the release thread's clock runs while there are).
+  static std::size_t ParkedBytes() { return parked_bytes_.load(std::memory_order_relaxed); }
   static void Attach(PageHeap* page_heap, PageMap* page_map, CentralFreeList* all,
                      Batch (*slots)[kMaxTransferSlots]);
 

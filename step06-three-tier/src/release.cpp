@@ -25,6 +25,8 @@ namespace {
 
 // How often the central lists are looked at for batches nobody takes.
 constexpr std::uint64_t kDrainLookMs = 4 * kReleaseDelayMs;
+// How often, at most, parked batches alone wake the release thread for such looks.
+constexpr std::uint64_t kParkedLookMs = 1000;
 
 enum ReleaseThreadState : int { kThreadNone = 0, kThreadRunning = 1, kThreadOff = 2 };
 std::atomic<int> release_thread_state{kThreadNone};
@@ -93,6 +95,19 @@ void StartReleaseThread() {
   errno = saved_errno;
 }
 
+// Asks the release thread to look (starting it on first need), unless it was asked already.
+void WakeReleaseThread() {
+  if (release_work.load(std::memory_order_relaxed) != 0) return;
+  const int state = release_thread_state.load(std::memory_order_acquire);
+  if (state == kThreadRunning) {
+    release_work.store(1, std::memory_order_release);
+    syscall(SYS_futex, &release_work, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  } else if (state == kThreadNone && process_started.load(std::memory_order_acquire)) {
+    release_work.store(1, std::memory_order_release);
+    StartReleaseThread();
+  }
+}
+
 }  // namespace
 
 void ReadReleaseThreadSetting() {
@@ -118,7 +133,10 @@ void ReleaseThreadAfterForkChild(bool with_threads) {
 
 void FlushThreadCache() {
   if (tls_cache != &empty_cache) tls_cache->ReleaseAll();
-  if (init_state.load(std::memory_order_acquire) == 2) ReleaseIdleMemory();
+  if (init_state.load(std::memory_order_acquire) != 2) return;
+  ReleaseIdleMemory();
+  // What was parked goes back later, even if no thread calls again.
+  if (CentralFreeList::ParkedBytes() >= kReleaseThreadMinBytes) WakeReleaseThread();
 }
 
 void ReleaseIdleMemory() {
@@ -140,17 +158,7 @@ void ReleaseIdleMemory() {
 void Tick() {
   if (init_state.load(std::memory_order_acquire) != 2) return;
   Globals& g = G();
-  if (g.page_heap.FreeBackedBytes() >= kReleaseThreadMinBytes &&
-      release_work.load(std::memory_order_relaxed) == 0) {
-    const int state = release_thread_state.load(std::memory_order_acquire);
-    if (state == kThreadRunning) {
-      release_work.store(1, std::memory_order_release);
-      syscall(SYS_futex, &release_work, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-    } else if (state == kThreadNone && process_started.load(std::memory_order_acquire)) {
-      release_work.store(1, std::memory_order_release);
-      StartReleaseThread();
-    }
-  }
+  if (g.page_heap.FreeBackedBytes() >= kReleaseThreadMinBytes) WakeReleaseThread();
   // The clock itself is read on one slow path in 16 of each thread: reading it costs more than
   // the rest of a slow path's bookkeeping.
   static __thread std::uint32_t slow_paths TIERPOOL_INITIAL_EXEC = 0;
@@ -161,6 +169,17 @@ void Tick() {
   if (now - last >= kReleaseDelayMs / 4 &&
       last_tick_ms.compare_exchange_strong(last, now, std::memory_order_relaxed))
     ReleaseIdleMemory();
+  // Batches parked in the central lists go back to their spans when nobody takes them
+  // (DrainIfIdle), which takes a look of the release thread's once the program stops calling.
+  // Asked for once per kParkedLookMs at most: a program that trades its batches between threads
+  // all the time (producers and consumers) would otherwise have them drained from under it, 25
+  // times a second (prodcons at 8 threads took twice the time).
+  static std::atomic<std::uint64_t> last_parked_look_ms{0};
+  std::uint64_t last_look = last_parked_look_ms.load(std::memory_order_relaxed);
+  if (CentralFreeList::ParkedBytes() >= kReleaseThreadMinBytes &&
+      now - last_look >= kParkedLookMs &&
+      last_parked_look_ms.compare_exchange_strong(last_look, now, std::memory_order_relaxed))
+    WakeReleaseThread();
 }
 
 std::size_t ReleaseFreeMemory() {
