@@ -129,7 +129,9 @@ inline constexpr std::size_t kMaxParkedBytes = 8 * std::size_t{1} << 20;
 // within a tenth of a second. At once, whatever would make the backed memory (in use + free)
 // exceed the peak in use of the last one or two delays by more than kMaxBackedFreeSlack: a heap
 // that keeps growing without reusing its free spans (sizes that never fit) cannot pile up free
-// memory even between two looks of the clock.
+// memory even between two looks of the clock. And at once, whatever is free beyond what is in
+// use plus kMaxBackedFreeSlack (and beyond what the program reused lately): a program past its
+// peak has its memory back as fast as the kernel takes it, at the next look of any thread.
 inline constexpr std::uint64_t kReleaseDelayMs = 10;
 inline constexpr std::size_t kMaxBackedFreeSlack = 64 * std::size_t{1} << 20;
 // Who looks at the clock: every slow path (a thread cache's refill or overflow, a large block),

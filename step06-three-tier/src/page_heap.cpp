@@ -166,6 +166,7 @@ void PageHeap::ReleaseExpired() {
 std::uint64_t PageHeap::NextExpiryMs() {
   SpinLockHolder hold(lock_);
   if (lru_oldest_ == nullptr) return 0;
+  if (PastPeakLocked()) return 1;  // due now
   const std::uint64_t expiry = lru_oldest_->free_since_ms + kReleaseDelayMs;
   // Kept for reuse: nothing is due before the reuse window ends.
   if (free_backed_pages_.load(std::memory_order_relaxed) <= ReuseEstimateLocked()) {
@@ -401,7 +402,7 @@ void PageHeap::ReleaseLocked(std::uint64_t now) {
     const std::size_t slack = kMaxBackedFreeSlack >> kPageShift;
     const bool over_slack = in_use + backed > peak + (keep > slack ? keep : slack);
     const bool expired = now - oldest->free_since_ms >= kReleaseDelayMs && backed > keep;
-    if (!over_slack && !expired) break;
+    if (!over_slack && !expired && !PastPeakLocked()) break;
     if (!ReleaseSpanLocked(oldest)) break;
   }
 }

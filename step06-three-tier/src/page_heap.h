@@ -170,6 +170,15 @@ class PageHeap {
   std::size_t ReuseEstimateLocked() const {
     return reused_pages_ > previous_reused_pages_ ? reused_pages_ : previous_reused_pages_;
   }
+  // The program is past its peak: more memory is free than in use, beyond what it reused lately
+  // and kMaxBackedFreeSlack. Such memory goes back at once, not a delay later, by whichever thread
+  // looks first (as glibc gives its big blocks back inside free).
+  bool PastPeakLocked() const {
+    const std::size_t keep = ReuseEstimateLocked();
+    const std::size_t slack = kMaxBackedFreeSlack >> kPageShift;
+    return free_backed_pages_.load(std::memory_order_relaxed) >
+           in_use_pages_.load(std::memory_order_relaxed) + (keep > slack ? keep : slack);
+  }
 };
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS
