@@ -399,10 +399,11 @@ void PageHeap::ReleaseLocked(std::uint64_t now) {
                                  ? window_peak_pages_
                                  : previous_window_peak_pages_;
     const std::size_t keep = ReuseEstimateLocked();
-    const std::size_t slack = kMaxBackedFreeSlack >> kPageShift;
-    const bool over_slack = in_use + backed > peak + (keep > slack ? keep : slack);
+    const std::size_t margin = MarginLocked();
+    const bool over_slack = in_use + backed > peak + margin;
+    const bool past_peak = backed > in_use + margin;  // PastPeakLocked
     const bool expired = now - oldest->free_since_ms >= kReleaseDelayMs && backed > keep;
-    if (!over_slack && !expired && !PastPeakLocked()) break;
+    if (!over_slack && !past_peak && !expired) break;
     if (!ReleaseSpanLocked(oldest)) break;
   }
 }

@@ -174,10 +174,15 @@ class PageHeap {
   // and kMaxBackedFreeSlack. Such memory goes back at once, not a delay later, by whichever thread
   // looks first (as glibc gives its big blocks back inside free).
   bool PastPeakLocked() const {
+    return free_backed_pages_.load(std::memory_order_relaxed) >
+           in_use_pages_.load(std::memory_order_relaxed) + MarginLocked();
+  }
+  // Free pages allowed beyond the peak (or beyond what is in use): the slack, or what the program
+  // reused lately where that is more.
+  std::size_t MarginLocked() const {
     const std::size_t keep = ReuseEstimateLocked();
     const std::size_t slack = kMaxBackedFreeSlack >> kPageShift;
-    return free_backed_pages_.load(std::memory_order_relaxed) >
-           in_use_pages_.load(std::memory_order_relaxed) + (keep > slack ? keep : slack);
+    return keep > slack ? keep : slack;
   }
 };
 
