@@ -104,6 +104,11 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   const std::uint32_t limit = Grow(cl, new_max);
 
   std::uint32_t want = limit < batch ? limit : batch;
+  // At least a cache line's worth of small objects, even in slow start: two threads that took
+  // one object each from a span's list would get neighbours and write one line from then on
+  // (Hoard's active false sharing; fresh objects are cut at line ends in the central list).
+  const std::uint32_t per_line = static_cast<std::uint32_t>(kCacheLineSize / kClasses[cl].size);
+  if (want < per_line) want = per_line;
   if (want == 0) want = 1;
   void* first;
   void* second;

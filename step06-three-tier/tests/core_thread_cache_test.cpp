@@ -65,6 +65,50 @@ TEST(ThreadCacheSharing, TwoThreadsNeverStartOnOneCacheLine) {
   }
 }
 
+// The same for objects back on their span's list: a thread used a few of a class, freed them in
+// address order and exited, so they went back to their span (kept by one still live). The next
+// two threads each take one: a refill takes at least a line's worth of small objects, so the
+// second thread's first object is no neighbour of the first's. (Sizes no test above uses.)
+TEST(ThreadCacheSharing, TwoThreadsNeverStartOnOneLineOfFreedObjects) {
+  for (std::size_t size : {8, 16, 32}) {
+    void* kept = nullptr;
+    std::thread user([size, &kept] {
+      std::vector<void*> objects;
+      for (int i = 0; i < 33; ++i)
+        objects.push_back(tierpool::ConcurrentAlloc(size));
+      std::sort(objects.begin(), objects.end());
+      kept = objects.back();  // the span stays, with the others back on its list
+      objects.pop_back();
+      for (void* p : objects)
+        tierpool::ConcurrentFree(p, size);
+    });
+    user.join();
+    // Both threads live while they take theirs, as threads that write their objects do (an
+    // exiting thread would give its cached line-mates back).
+    std::atomic<void*> first{nullptr};
+    std::atomic<bool> done{false};
+    void* second = nullptr;
+    std::thread a([&] {
+      first = tierpool::ConcurrentAlloc(size);
+      while (!done)
+        std::this_thread::yield();
+    });
+    while (first == nullptr)
+      std::this_thread::yield();
+    std::thread b([&] { second = tierpool::ConcurrentAlloc(size); });
+    b.join();
+    done = true;
+    a.join();
+    ASSERT_NE(second, nullptr);
+    EXPECT_NE(reinterpret_cast<std::uintptr_t>(first.load()) / kCacheLineSize,
+              reinterpret_cast<std::uintptr_t>(second) / kCacheLineSize)
+        << size << "-byte objects " << first.load() << " and " << second << " share a cache line";
+    tierpool::ConcurrentFree(first);
+    tierpool::ConcurrentFree(second);
+    tierpool::ConcurrentFree(kept);
+  }
+}
+
 // The unrolled lists: objects of every shape of node (8-byte ones without items, 16-byte ones with
 // one, 48- and 64-byte ones with five and seven, bigger ones with seven) freed in a shuffled order,
 // part of them given back to the central cache (thread flush, so batches that end inside a node),
