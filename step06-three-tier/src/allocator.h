@@ -113,12 +113,17 @@ TIERPOOL_ALWAYS_INLINE void* ListPop(ThreadCache* tc, std::size_t cl, void* firs
     return TakeItemOfClass(LastWordOf(first), 0, page_map, static_cast<std::uint32_t>(cl));
   }
   // The node itself (no items left): the second moves up, the node's link names the new
-  // second, which is asked for now (it is needed a node's worth of pops from now).
-  void* third = LoadLinkOfClass(first, page_map, static_cast<std::uint32_t>(cl),
-                                static_cast<std::uintptr_t>(tc->cap(cl)));
-  tc->set_head(cl, tc->second(cl));
-  tc->set_second(cl, third);
-  __builtin_prefetch(third);  // the tag does not leave the node's first line
+  // second, which is asked for now (it is needed a node's worth of pops from now). A plain
+  // chain (kAhead 1): the link names the new first.
+  void* next = LoadLinkOfClass(first, page_map, static_cast<std::uint32_t>(cl),
+                               static_cast<std::uintptr_t>(tc->cap(cl)));
+  if constexpr (kAhead == 2) {
+    tc->set_head(cl, tc->second(cl));
+    tc->set_second(cl, next);
+    __builtin_prefetch(next);  // the tag does not leave the node's first line
+  } else {
+    tc->set_head(cl, next);
+  }
   if constexpr (kRoom) tc->set_room(cl, tc->room(cl) + 1);
   return first;
 }
@@ -137,8 +142,12 @@ TIERPOOL_ALWAYS_INLINE void ListPush(ThreadCache* tc, std::size_t cl, void* ptr)
   }
   // The first node is full (or the list empty, its end tagged as full): `ptr` becomes the new
   // first node, with no items, and the old first (tagged with its count) the second.
-  StoreNext(ptr, tc->second(cl));
-  tc->set_second(cl, first);
+  if constexpr (kAhead == 2) {
+    StoreNext(ptr, tc->second(cl));
+    tc->set_second(cl, first);
+  } else {
+    StoreNext(ptr, first);
+  }
   tc->set_head(cl, ptr);
 }
 // [/snippet]

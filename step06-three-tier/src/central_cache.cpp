@@ -197,14 +197,13 @@ int CentralFreeList::TakeFromSpansLocked(Runs& runs, int n) {
 // before any of its objects is written; carved objects get the free pattern first.
 void CentralFreeList::ChainRuns(const Runs& runs, void** first, void** second) {
   void* chain[2] = {nullptr, nullptr};  // the first two objects
-  void* before_last = nullptr;
-  void* last = nullptr;
+  void* back[kAhead] = {};  // the last kAhead objects: back[got % kAhead] links to the next
   int got = 0;
   auto append = [&](void* object) {
-    if (before_last != nullptr) StoreNext(before_last, object);
+    void*& before = back[static_cast<std::size_t>(got) % kAhead];
+    if (before != nullptr) StoreNext(before, object);
     if (got < 2) chain[got] = object;
-    before_last = last;
-    last = object;
+    before = object;
     ++got;
   };
   for (int r = 0; r < runs.count; ++r) {
@@ -234,10 +233,9 @@ void CentralFreeList::ChainRuns(const Runs& runs, void** first, void** second) {
         break;
     }
   }
-  if (got > 0) {
-    void* const end = ListEnd(ItemsPerNode(object_size_));
-    if (before_last != nullptr) StoreNext(before_last, end);
-    StoreNext(last, end);
+  void* const end = ListEnd(ItemsPerNode(object_size_));
+  for (void* object : back) {
+    if (object != nullptr) StoreNext(object, end);
   }
   *first = chain[0];
   *second = chain[1];
@@ -251,15 +249,16 @@ void CentralFreeList::ChainRuns(const Runs& runs, void** first, void** second) {
 void CentralFreeList::ReadBatch(void* first, void* second, int n, ReadObjects& out,
                                 void** strays) const {
   const std::uintptr_t cap = ItemsPerNode(object_size_);
-  void* cursor[2] = {first, second};  // nodes at even and odd positions, tagged
+  void* cursor[2] = {first, second};  // nodes k and k + 1 (kAhead 2), or node k; tagged
   out.count = 0;
   out.kept = 0;
-  for (int k = 0, left = n; left > 0; ++k) {
-    void* tagged = cursor[k & 1];
+  int left = n;
+  for (std::size_t k = 0; left > 0; ++k) {
+    void* tagged = cursor[k % kAhead];
     void* node = NodeOf(tagged);
     const std::uintptr_t items = ItemsOf(tagged);
     if (left > static_cast<int>(items) + 1) {
-      cursor[k & 1] = LoadLinkOfClass(node, *page_map_, size_class_, cap);
+      cursor[k % kAhead] = LoadLinkOfClass(node, *page_map_, size_class_, cap);
     }
     for (std::uintptr_t i = items; i >= 1; --i)
       out.objects[out.count++] = TakeItemOfClass(node, i, *page_map_, size_class_);

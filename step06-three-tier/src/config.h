@@ -34,9 +34,13 @@
 // some of them off, one rung at a time, to measure what each one buys; nothing else does.
 //   TIERPOOL_BYTE_BUDGET       each thread cache holds at most its share of an overall budget
 //   TIERPOOL_TRANSFER_SLOTS    the central cache keeps whole batches, moved in O(1)
+//   TIERPOOL_TWO_AHEAD         a list's link names the node two down, not the next one, and the
+//                              cache keeps the first two nodes: a pop reads the link of the node
+//                              it hands out and prefetches the node it will hand out a node's
+//                              worth of pops later (thread_cache.h); off, a plain chain
 //   TIERPOOL_NODE_ITEMS        a free object on a thread-cache list carries the addresses of up
 //                              to 7 others (unrolled lists, thread_cache.h); off, every node
-//                              carries none and the lists are plain chains
+//                              carries none and the lists are chains of free objects
 // Two more pay only in libtierpool.so, so the chapter measures them there (a library built with
 // -DTIERPOOL_...=0 in CMAKE_CXX_FLAGS, preloaded under the malloc rows, counted by callgrind):
 //   TIERPOOL_MALLOC_CLASS_TABLE  malloc finds its class in a table of its own (size_class.h)
@@ -46,6 +50,9 @@
 #endif
 #ifndef TIERPOOL_BYTE_BUDGET
 #define TIERPOOL_BYTE_BUDGET 1
+#endif
+#ifndef TIERPOOL_TWO_AHEAD
+#define TIERPOOL_TWO_AHEAD 1
 #endif
 #ifndef TIERPOOL_NODE_ITEMS
 #define TIERPOOL_NODE_ITEMS 1
@@ -76,6 +83,8 @@ inline constexpr bool kHardened = TIERPOOL_HARDENED != 0;
 inline constexpr bool kTransferSlots = TIERPOOL_TRANSFER_SLOTS != 0;
 inline constexpr bool kByteBudget = TIERPOOL_BYTE_BUDGET != 0;
 inline constexpr bool kNodeItems = TIERPOOL_NODE_ITEMS != 0;
+// How many nodes down a list's link points (TIERPOOL_TWO_AHEAD): 2, or 1 for a plain chain.
+inline constexpr std::size_t kAhead = TIERPOOL_TWO_AHEAD != 0 ? 2 : 1;
 inline constexpr bool kMallocClassTable = TIERPOOL_MALLOC_CLASS_TABLE != 0;
 
 // Pages are the unit of the page heap and the page map (not the OS page size).

@@ -120,7 +120,7 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   // counts, are the list's first two), and its first object is handed out.
   void* end = ListEnd(static_cast<std::uintptr_t>(caps_[cl]));
   heads_[cl] = first;
-  seconds_[cl] = IsListEnd(second) ? end : second;
+  if constexpr (kAhead == 2) seconds_[cl] = IsListEnd(second) ? end : second;
   set_room(cl, rooms_[cl] - (got - 1));
   void* ptr = ListPop</*kRoom=*/false>(this, cl, heads_[cl]);
   // A whole batch the budget has no room for: the rest of it goes back.
@@ -158,21 +158,21 @@ void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n) {
   void* nodes[kMaxBatch + 1];  // the batch's nodes, tagged
   while (n > 0) {
     const std::uint32_t take = n < batch ? n : batch;
-    void* cursor[2] = {heads_[cl], seconds_[cl]};  // the nodes at even and odd positions
+    void* cursor[2] = {heads_[cl], seconds_[cl]};  // nodes k and k + 1 (kAhead 2), or node k
     std::uint32_t taken = 0;
     std::size_t k = 0;  // whole nodes taken
     for (;;) {
-      void* tagged = cursor[k & 1];
+      void* tagged = cursor[k % kAhead];
       const std::uint32_t objects = static_cast<std::uint32_t>(ItemsOf(tagged)) + 1;
       if (taken + objects > take) break;
       nodes[k] = tagged;
-      cursor[k & 1] = LoadLinkOfClass(NodeOf(tagged), page_map, cl, cap);  // node k + 2
+      cursor[k % kAhead] = LoadLinkOfClass(NodeOf(tagged), page_map, cl, cap);  // node k + kAhead
       taken += objects;
       ++k;
       if (taken == take) break;
     }
     // The list now starts at node k (its second is node k + 1).
-    void* rest = cursor[k & 1];
+    void* rest = cursor[k % kAhead];
     std::size_t m = k;  // nodes in the batch
     if (taken < take) {
       // The batch ends inside node k: its last `want` items leave it, the first of them as a
@@ -185,13 +185,13 @@ void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n) {
         StoreItem(node, i, TakeItemOfClass(split, items - i, page_map, cl));
       nodes[m++] = TagNode(node, want - 1);
       rest = TagNode(split, items - want);
-      if (m >= 3) StoreNext(NodeOf(nodes[m - 3]), nodes[m - 1]);  // it linked to node k
+      if (m > kAhead) StoreNext(NodeOf(nodes[m - 1 - kAhead]), nodes[m - 1]);  // it named node k
     }
-    // The batch's last two nodes end it.
-    for (std::size_t i = m >= 2 ? m - 2 : 0; i < m; ++i)
+    // The batch's last kAhead nodes end it.
+    for (std::size_t i = m >= kAhead ? m - kAhead : 0; i < m; ++i)
       StoreNext(NodeOf(nodes[i]), end);
     heads_[cl] = rest;
-    seconds_[cl] = cursor[(k + 1) & 1];
+    if constexpr (kAhead == 2) seconds_[cl] = cursor[(k + 1) & 1];
     set_room(cl, rooms_[cl] + take);
     G().central[cl].InsertRange(nodes[0], m > 1 ? nodes[1] : end, static_cast<int>(take));
     n -= take;

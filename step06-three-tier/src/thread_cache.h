@@ -23,7 +23,8 @@
 // The nodes form a *chain*: each node's link points not to the next node but to the one after
 // it, and the cache keeps the first two. Popping a node moves the second up and takes the new
 // second from the popped node's word (a line just read); the new second is prefetched then, a
-// node's worth of pops before it is needed.
+// node's worth of pops before it is needed. (TIERPOOL_TWO_AHEAD=0, a rung of the chapter's
+// ladder: a plain chain, each link the next node, seconds_ unused.)
 //
 //     heads --> A|2 [link=C|7, i1, i2]   seconds --> B|7 [link=D|7, i1..i7]   C ...
 //
