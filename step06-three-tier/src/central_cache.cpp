@@ -197,13 +197,15 @@ int CentralFreeList::TakeFromSpansLocked(Runs& runs, int n) {
 // before any of its objects is written; carved objects get the free pattern first.
 void CentralFreeList::ChainRuns(const Runs& runs, void** first, void** second) {
   void* chain[2] = {nullptr, nullptr};  // the first two objects
-  void* back[kAhead] = {};  // the last kAhead objects: back[got % kAhead] links to the next
+  void* before_last = nullptr;          // (kAhead 2 only)
+  void* last = nullptr;
   int got = 0;
   auto append = [&](void* object) {
-    void*& before = back[static_cast<std::size_t>(got) % kAhead];
-    if (before != nullptr) StoreNext(before, object);
+    void* const links_here = kAhead == 2 ? before_last : last;  // the object kAhead back
+    if (links_here != nullptr) StoreNext(links_here, object);
     if (got < 2) chain[got] = object;
-    before = object;
+    if constexpr (kAhead == 2) before_last = last;
+    last = object;
     ++got;
   };
   for (int r = 0; r < runs.count; ++r) {
@@ -233,9 +235,10 @@ void CentralFreeList::ChainRuns(const Runs& runs, void** first, void** second) {
         break;
     }
   }
-  void* const end = ListEnd(ItemsPerNode(object_size_));
-  for (void* object : back) {
-    if (object != nullptr) StoreNext(object, end);
+  if (got > 0) {
+    void* const end = ListEnd(ItemsPerNode(object_size_));
+    if (before_last != nullptr) StoreNext(before_last, end);
+    StoreNext(last, end);
   }
   *first = chain[0];
   *second = chain[1];
