@@ -38,7 +38,9 @@
 //
 // max_length starts at 0 and grows with use: by one object per refill until it reaches the
 // class's batch (slow start: a thread that allocates three objects of a class never hoards a
-// batch), then by a batch per refill. A list that keeps overflowing past a batch shrinks again.
+// batch), then by a batch per refill; a refill of objects smaller than a cache line takes a
+// line's worth at least, so that two threads do not start on neighbours (FetchFromCentral). A
+// list that keeps overflowing past a batch shrinks again.
 // The limits together are bounded by the cache's byte budget (its share of
 // kOverallThreadCacheBudget): the sum of max_length * size never exceeds it, so neither can the
 // bytes the lists hold, and the fast paths count objects against their list's limit only, never
