@@ -116,12 +116,14 @@ inline constexpr std::size_t kMaxThreadCacheBudget = 16 * std::size_t{1} << 20;
 // Longest a single thread-cache list may grow. The byte budgets are the real bounds; this only
 // keeps lengths far from overflow (16 MiB of 8-byte objects is 2 M objects).
 inline constexpr std::uint32_t kMaxListLength = std::uint32_t{1} << 22;
-// Bytes a single list of page-sized objects (8 KiB and up) may hold beyond its first batch. A
-// thread that freed a thousand 64 KiB buffers keeps sixteen of them for its next ones, not its
-// whole budget's worth, which no fast path would ever give back to the OS. Lists of smaller
-// objects are bounded by the budget alone: a thread that churns 100 000 objects of 64 bytes
-// (W2) needs all of them in its list, or every round goes through the central lists.
-inline constexpr std::size_t kMaxListBytes = 1 * std::size_t{1} << 20;
+// Bytes a single list of page-sized objects (8 KiB and up) may hold, or one batch where that is
+// more. A thread that freed a thousand 64 KiB buffers keeps four of them for its next ones, not
+// its whole budget's worth, which no fast path would ever give back to the OS. With 1 MiB here, a
+// program of random sizes up to 32 KiB (`workset`) peaked 8 % higher at 4 threads, in no less
+// time (docs/step06-measurement-notes.md). Lists of smaller objects are bounded by the budget
+// alone: a thread that churns 100 000 objects of 64 bytes (W2) needs all of them in its list, or
+// every round goes through the central lists.
+inline constexpr std::size_t kMaxListBytes = 256 * std::size_t{1} << 10;
 
 // Bytes the central cache's transfer slots may hold, all classes together. Each class may keep
 // up to 1 MiB of whole batches ready for the next thread that needs them, but a program that

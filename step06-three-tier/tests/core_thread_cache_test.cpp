@@ -228,6 +228,32 @@ TEST(ThreadCacheBudget, TheCapacityMovesToTheClassInUseAndNeverExceedsTheBudget)
   worker.join();
 }
 
+// A list of page-sized objects holds kMaxListBytes at most (or one batch where that is more),
+// whatever the budget: a thread that allocated and freed a thousand 64 KiB buffers, or a thousand
+// of 8 KiB, keeps a few of them for its next ones, and the rest goes back to the central cache,
+// whose spans can then go back to the page heap and the OS.
+TEST(ThreadCacheBudget, AListOfPageSizedObjectsKeepsAFewOfThemOnly) {
+  std::thread worker([] {
+    for (const std::size_t size : {std::size_t{64} << 10, std::size_t{8} << 10}) {
+      const std::uint32_t cl = SizeToClass(size);
+      std::vector<void*> live(1000);
+      for (int round = 0; round < 2; ++round) {
+        for (void*& p : live) {
+          p = tierpool::ConcurrentAlloc(size);
+          ASSERT_NE(p, nullptr);
+        }
+        for (void* p : live)
+          tierpool::ConcurrentFree(p, size);
+        const std::size_t held = std::size_t{tls_cache->length(cl)} * kClasses[cl].size;
+        const std::size_t batch_bytes = std::size_t{kClasses[cl].batch} * kClasses[cl].size;
+        EXPECT_LE(held, std::max(kMaxListBytes, batch_bytes)) << size << "-byte objects";
+        EXPECT_GT(held, 0u) << size << "-byte objects: the list keeps some for the next ones";
+      }
+    }
+  });
+  worker.join();
+}
+
 // The share shrinks when threads come: a thread that cached its whole share gives back what is
 // above its new one at its next slow path (AdoptBudget), even one that raises no limit, while
 // the new threads are still alive.
