@@ -139,6 +139,7 @@ void ReleaseThreadAfterForkChild(bool with_threads) {
     release_thread_state.store(with_threads ? kThreadOff : kThreadNone, std::memory_order_relaxed);
   }
   release_work.store(0, std::memory_order_relaxed);
+  release_waiting_for_expiry.store(false, std::memory_order_relaxed);  // no thread sleeps here
 }
 
 void FlushThreadCache() {
