@@ -56,29 +56,24 @@ class alignas(kCacheLine) GlobalPool
   GlobalPool(const GlobalPool&) = delete;
   GlobalPool& operator=(const GlobalPool&) = delete;
 
-  // Takes one list (a full one first, else the partial one); false when there is none.
+  // Takes one list (a full one first, else the partial one); false when there is none. It looks
+  // before it locks: the threads of the other GlobalPools try here too when theirs is empty
+  // (beyond the article), and their attempts must not pile onto the lock of an empty pool.
+  // [snippet:pop-freeslots]
   bool PopFreeSlots(FreeSlots& out) noexcept {
+    if (lists_available_.load(std::memory_order_relaxed) == 0) return false;
     std::lock_guard<step04::SpinLock> lock(freeslots_lock_);
     auto& lists = freeslots_manager_.freeslots_;
     if (!lists.empty()) {
       out = lists.back();
       lists.pop_back();
-    } else if (freeslots_manager_.partial_.length_ != 0) {
-      out = freeslots_manager_.partial_;
-      freeslots_manager_.partial_ = {};
-    } else {
+    } else if (!this->PopPartialLocked(out)) {
       return false;
     }
     PublishCount();
     return true;
   }
-
-  // The same for a thread of another GlobalPool, which first looks without the lock: steal
-  // attempts must not pile onto the lock of an empty pool.
-  bool StealFreeSlots(FreeSlots& out) noexcept {
-    if (lists_available_.load(std::memory_order_relaxed) == 0) return false;
-    return PopFreeSlots(out);
-  }
+  // [/snippet]
 
   // Parks a full list. False only if the manager's vector cannot grow (out of memory).
   bool PushFreeSlots(const FreeSlots& list) noexcept {
@@ -108,9 +103,9 @@ class alignas(kCacheLine) GlobalPool
     return true;
   }
 
-  std::size_t ListCount() noexcept {
-    std::lock_guard<step04::SpinLock> lock(freeslots_lock_);
-    return freeslots_manager_.freeslots_.size() + (freeslots_manager_.partial_.length_ ? 1 : 0);
+  // Lists parked here (PoolStats::global_lists).
+  std::size_t ListCount() const noexcept {
+    return lists_available_.load(std::memory_order_relaxed);
   }
 
   // Every chunk goes back to the OS, whether or not its objects were freed.
@@ -146,6 +141,7 @@ class alignas(kCacheLine) GlobalPool
     return true;
   }
 
+  // Caller holds freeslots_lock_.
   void PublishCount() noexcept {
     lists_available_.store(
         freeslots_manager_.freeslots_.size() + (freeslots_manager_.partial_.length_ ? 1 : 0),
@@ -157,7 +153,7 @@ class alignas(kCacheLine) GlobalPool
   // memory). Each on its own cache line.
   step04::SpinLock freeslots_lock_;
   FreeSlotsManager freeslots_manager_;
-  std::atomic<std::size_t> lists_available_{0};
+  std::atomic<std::size_t> lists_available_{0};  // the lists parked, counted under the lock
   alignas(kCacheLine) std::mutex block_mutex_;
   BlockManager block_manager_;
   std::atomic<std::size_t> rests_available_{0};

@@ -344,35 +344,31 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
   }
 
   // The local list is empty. In the article's order, reuse before new memory: a list from this
-  // thread's GlobalPool, one from another GlobalPool, the rest of this
-  // thread's Block, a Block rest left by an exited thread, a new Block.
+  // thread's GlobalPool, one from another GlobalPool, the rest of this thread's Block, a Block
+  // rest left by an exited thread, a new Block.
   __attribute__((noinline)) void* AllocateSlow(LocalPool& local) noexcept {
-    if (FetchFreeSlots(local)) {
+    GlobalPool& home = *local.global_pool_;
+    auto take_list = [&](GlobalPool& global) { return global.PopFreeSlots(local.freeslots_); };
+    if (take_list(home) || FromOtherGlobalPools(home, take_list)) {
       local.freeslots_.PrefetchHeads();
       return PopLocal(local);
     }
     if (STEP05_LIKELY(local.block_.next_ != local.block_.end_)) return Carve(local);
-    if (FetchBlock(local)) return Carve(local);
+    auto take_rest = [&](GlobalPool& global) { return global.StealReturnedRest(local.block_); };
+    if (FromOtherGlobalPools(home, take_rest) || home.PopBlock(local.block_, *this)) {
+      return Carve(local);
+    }
     return nullptr;
   }
 
-  bool FetchBlock(LocalPool& local) noexcept {
-    GlobalPool* home = local.global_pool_;
-    const std::size_t first = static_cast<std::size_t>(home - global_pools_);
+  // Beyond the article: take(global) on the GlobalPools other than `home`, the next one first,
+  // until it succeeds. A thread that only allocates (a producer) would otherwise map new memory
+  // forever while the lists its consumer frees pile up in another GlobalPool.
+  template <class Take>
+  bool FromOtherGlobalPools(GlobalPool& home, Take take) noexcept {
+    const std::size_t first = static_cast<std::size_t>(&home - global_pools_);
     for (std::size_t i = 1; i < kGlobalPoolNum; ++i) {
-      if (global_pools_[(first + i) % kGlobalPoolNum].StealReturnedRest(local.block_)) return true;
-    }
-    return home->PopBlock(local.block_, *this);
-  }
-
-  bool FetchFreeSlots(LocalPool& local) noexcept {
-    GlobalPool* home = local.global_pool_;
-    if (home->StealFreeSlots(local.freeslots_)) return true;  // (looks before it locks)
-    // Beyond the article: a thread that only allocates (a producer) would otherwise map new
-    // memory forever while the lists its consumer frees pile up in another GlobalPool.
-    const std::size_t first = static_cast<std::size_t>(home - global_pools_);
-    for (std::size_t i = 1; i < kGlobalPoolNum; ++i) {
-      if (global_pools_[(first + i) % kGlobalPoolNum].StealFreeSlots(local.freeslots_)) return true;
+      if (take(global_pools_[(first + i) % kGlobalPoolNum])) return true;
     }
     return false;
   }

@@ -186,6 +186,16 @@ class LeftByExitedThreads {
   }
 
  protected:
+  // The partial list, taken whole when no full list is parked. Caller holds the GlobalPool's
+  // freeslots lock.
+  bool PopPartialLocked(FreeSlots& out) noexcept {
+    FreeSlots& partial = Self().freeslots_manager_.partial_;
+    if (partial.length_ == 0) return false;
+    out = partial;
+    partial = {};
+    return true;
+  }
+
   // Caller holds the GlobalPool's block mutex.
   bool PopReturnedRestLocked(BlockRest& out) noexcept {
     auto& rests = Self().block_manager_.returned_rests_;
