@@ -17,8 +17,7 @@
 #include <new>
 #include <vector>
 
-#include "lock_policies.h"  // step04: the spinlock
-#include "memory_tools.h"
+#include "lock_policies.h"    // step04: the spinlock
 #include "thread_registry.h"  // LeftByExitedThreads
 
 namespace step05 {
@@ -112,8 +111,7 @@ class alignas(kCacheLine) GlobalPool
   template <class Pool>
   void ReleaseChunks(Pool& pool) noexcept {
     for (BlockChunk* chunk : block_manager_.block_chunks_) {
-      pool.chunks_.fetch_sub(1, std::memory_order_relaxed);
-      tools::ChunkUnmapping(chunk, kChunkBytes);
+      pool.ChunkUnmapping(chunk);
       Traits::UnmapChunk(chunk, kChunkBytes);
     }
     block_manager_.block_chunks_.clear();
@@ -131,11 +129,10 @@ class alignas(kCacheLine) GlobalPool
     }
     void* memory = Traits::MapChunk(kChunkBytes);
     if (__builtin_expect(memory == nullptr, 0)) return false;
-    if (!pool.RememberChunk(memory)) {
+    if (!pool.ChunkMapped(memory)) {  // counted, told to the hardened mode and the tools
       Traits::UnmapChunk(memory, kChunkBytes);
       return false;
     }
-    tools::ChunkMapped(memory, kChunkBytes);
     block_manager_.block_chunks_.push_back(static_cast<BlockChunk*>(memory));
     block_manager_.next_block_ = 0;
     return true;

@@ -105,10 +105,10 @@ class SlotDirectory {
     }
   }
 
-  // A slot about to be handed out; was_node: its bytes held links, not the fill pattern.
-  void HandingOut(void* slot, bool was_node) noexcept {
-    // A slot that was only an item of a node must still hold the fill pattern, every byte.
-    if (!was_node) {
+  // A slot about to be handed out; filled: it was freed and holds the fill pattern (a free slot
+  // that was only an item of a node must still hold it, every byte), not links or fresh memory.
+  void HandingOut(void* slot, bool filled) noexcept {
+    if (filled) {
       tools::OpenSlot(slot, kSlotSize);
       const unsigned char* bytes = static_cast<const unsigned char*>(slot);
       for (std::size_t i = 0; i < kSlotSize; ++i) {
@@ -186,10 +186,12 @@ class SlotDirectory {
   std::vector<ChunkRecord> records_;  // hardened mode only, sorted by begin
 };
 
-// A base of the ObjectPool (Pool, which derives from it): every address a free list keeps in a
-// free slot is stored through EncodeLink() and read back through DecodeLink() (a prefetch) or
-// FollowLink() (an address the pool is about to use, read from the free slot `holder`: checked
-// in the hardened mode). The pool's link_key_ and directory_ are its members.
+// A base of the ObjectPool (Pool, which derives from it): where the hardened mode and the memory
+// tools look. Every address a free list keeps in a free slot is stored through EncodeLink() and
+// read back through DecodeLink() (a prefetch) or FollowLink() (an address the pool is about to
+// use, read from the free slot `holder`: checked in the hardened mode); every slot handed out
+// goes through HandOut(), every one given back through TakeBack(), every chunk through
+// ChunkMapped() and ChunkUnmapping(). The pool's link_key_ and directory_ are its members.
 template <class Pool>
 class PoolChecks {
  public:
@@ -208,21 +210,44 @@ class PoolChecks {
     return slot;
   }
 
-  // A chunk newly mapped. False when out of memory (for the hardened mode's directory).
-  bool RememberChunk(void* chunk) noexcept {
-    Pool& pool = static_cast<Pool&>(*this);
-    pool.chunks_.fetch_add(1, std::memory_order_relaxed);
+ protected:
+  // A slot becomes the caller's. filled: it was freed and holds the fill pattern (a node of a
+  // list holds links instead, a slot carved from a Block holds nothing yet).
+  template <class Slot>
+  void* HandOut(Slot* slot, [[maybe_unused]] bool filled) noexcept {
+    if constexpr (Pool::kHardened) Self().directory_.HandingOut(slot, filled);
+    tools::OpenSlot(slot, sizeof(Slot));
+    tools::HandOut(&Self(), slot, sizeof(typename Pool::value_type));
+    return slot;
+  }
+
+  // The caller gives a slot back.
+  template <class Slot>
+  void TakeBack(Slot* slot) noexcept {
+    if constexpr (Pool::kHardened) Self().directory_.TakingBack(slot);
+    tools::TakeBack(&Self(), slot);
+  }
+
+  // A chunk newly mapped: counted (Stats()), and known to the hardened mode's directory and to
+  // the memory tools. False when out of memory (for the directory).
+  bool ChunkMapped(void* chunk) noexcept {
     if constexpr (Pool::kHardened) {
-      if (!pool.directory_.Remember(chunk)) {
-        pool.chunks_.fetch_sub(1, std::memory_order_relaxed);
-        return false;
-      }
+      if (!Self().directory_.Remember(chunk)) return false;
     }
+    Self().chunks_.fetch_add(1, std::memory_order_relaxed);
+    tools::ChunkMapped(chunk, Pool::kChunkBytes);
     return true;
+  }
+
+  // A chunk about to go back to the OS.
+  void ChunkUnmapping(void* chunk) noexcept {
+    Self().chunks_.fetch_sub(1, std::memory_order_relaxed);
+    tools::ChunkUnmapping(chunk, Pool::kChunkBytes);
   }
 
  private:
   const Pool& Self() const noexcept { return static_cast<const Pool&>(*this); }
+  Pool& Self() noexcept { return static_cast<Pool&>(*this); }
 };
 
 }  // namespace detail

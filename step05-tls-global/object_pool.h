@@ -256,7 +256,7 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
     if (STEP05_LIKELY(local != nullptr)) {
       if constexpr (kRecentSize > 0) {  // rung WithRecentFrees
         if (STEP05_LIKELY(!local->recent_.Empty()))
-          return HandOutReused(local->recent_.Take(), false);
+          return this->HandOut(local->recent_.Take(), true);
       }
       if (STEP05_LIKELY(local->freeslots_.length_ != 0)) return PopLocal(*local);
       return AllocateSlow(*local);
@@ -268,7 +268,7 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
   void Free(void* p) noexcept {
     if (p == nullptr) return;
     Slot* slot = static_cast<Slot*>(p);
-    TakeBack(slot);
+    this->TakeBack(slot);
     LocalPool* local = Local();
     if (STEP05_UNLIKELY(local == nullptr)) return FreeWithoutLocalPool(slot);
     if constexpr (kRecentSize > 0) {  // rung WithRecentFrees
@@ -375,16 +375,10 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
 
   void* PopLocal(LocalPool& local) noexcept {
     auto [slot, was_node] = local.freeslots_.Pop(*this);
-    return HandOutReused(slot, was_node);
+    return this->HandOut(slot, !was_node);  // an item holds the fill pattern, a node links
   }
 
-  void* Carve(LocalPool& local) noexcept {
-    Slot* slot = local.block_.next_++;
-    tools::OpenSlot(slot, kSlotSize);
-    if constexpr (kHardened) directory_.MarkLive(slot);
-    tools::HandOut(this, slot, sizeof(T));
-    return slot;
-  }
+  void* Carve(LocalPool& local) noexcept { return this->HandOut(local.block_.next_++, false); }
 
   // Rung WithRecentFrees: the array is full, its older half goes into the free list
   // (recent_frees.h says why an array in front of the list pays).
@@ -399,22 +393,6 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
     // else: out of memory for the manager's vector; the list simply stays here, longer
   }
 
-  // --- Where the memory tools and the hardened mode look (memory_tools.h, hardened.h) -------
-
-  void* HandOutReused(Slot* slot, [[maybe_unused]] bool was_node) noexcept {
-    if constexpr (kHardened) directory_.HandingOut(slot, was_node);
-    tools::OpenSlot(slot, kSlotSize);
-    tools::HandOut(this, slot, sizeof(T));
-    return slot;
-  }
-
-  void TakeBack(Slot* slot) noexcept {
-    if constexpr (kHardened) directory_.TakingBack(slot);
-    tools::TakeBack(this, slot);
-  }
-
-  using Directory = detail::SlotDirectory<sizeof(T), kSlotSize, kChunkBytes>;
-
   const std::uint64_t id_;
   [[no_unique_address]] const detail::LinkKey<kHardened> link_key_;
   GlobalPool global_pools_[kGlobalPoolNum];
@@ -422,7 +400,7 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
   std::atomic<std::size_t> chunks_{0};
   std::atomic<std::size_t> blocks_carved_{0};
   detail::PoolLocals<LocalPool> locals_;
-  Directory directory_;  // hardened mode only
+  detail::SlotDirectory<sizeof(T), kSlotSize, kChunkBytes> directory_;  // hardened mode only
 };
 
 }  // namespace step05
