@@ -198,7 +198,7 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
   // Beyond the LocalPools, kGlobalPoolNum of these (global_pool.h), each shared by the threads
   // assigned to it: full free lists are parked there, Blocks carved from chunks come from there.
   using GlobalPool = detail::GlobalPool<FreeSlots, BlockRest, BlockChunk, Traits>;
-  friend GlobalPool;  // it counts Blocks and chunks here
+  friend GlobalPool;  // it counts Blocks, and has chunks counted (ChunkMapped)
 
   // One per (thread, pool): touched by its thread only, so it needs no lock.
   struct alignas(kCacheLine) LocalPool final : detail::LocalPoolBase {
@@ -397,8 +397,6 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
   [[no_unique_address]] const detail::LinkKey<kHardened> link_key_;
   GlobalPool global_pools_[kGlobalPoolNum];
   std::atomic<std::size_t> next_global_pool_{0};
-  std::atomic<std::size_t> chunks_{0};
-  std::atomic<std::size_t> blocks_carved_{0};
   detail::PoolLocals<LocalPool> locals_;
   detail::SlotDirectory<sizeof(T), kSlotSize, kChunkBytes> directory_;  // hardened mode only
 };

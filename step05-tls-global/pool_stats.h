@@ -17,16 +17,16 @@ struct PoolStats {
 
 namespace detail {
 
-// A base of the ObjectPool (Pool, which derives from it) that reads the pool's counters.
+// A base of the ObjectPool (Pool, which derives from it): the pool's counters, and Stats().
 template <class Pool>
 class PoolStatsOf {
  public:
   PoolStats Stats() noexcept {
     Pool& pool = static_cast<Pool&>(*this);
     PoolStats stats;
-    stats.chunks = pool.chunks_.load(std::memory_order_relaxed);
+    stats.chunks = chunks_.load(std::memory_order_relaxed);
     stats.bytes_mapped = stats.chunks * Pool::kChunkBytes;
-    stats.blocks_carved = pool.blocks_carved_.load(std::memory_order_relaxed);
+    stats.blocks_carved = blocks_carved_.load(std::memory_order_relaxed);
     stats.local_pools = pool.locals_.Count();
     for (auto& global : pool.global_pools_)
       stats.global_lists += global.ListCount();
@@ -36,6 +36,10 @@ class PoolStatsOf {
   static constexpr std::size_t slot_size() { return Pool::kSlotSize; }
   static constexpr std::size_t chunk_bytes() { return Pool::kChunkBytes; }
   static constexpr bool hardened() { return Pool::kHardened; }
+
+ protected:
+  std::atomic<std::size_t> chunks_{0};         // counted by PoolChecks::ChunkMapped/Unmapping
+  std::atomic<std::size_t> blocks_carved_{0};  // counted by GlobalPool::PopBlock
 };
 
 }  // namespace detail
