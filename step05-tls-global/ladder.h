@@ -6,14 +6,22 @@
 //   WithItemPrefetch       the items of the node two down prefetched when a node is started
 //   WithRecentFrees        frees go into an array first, half of it moved at a time
 //                          (recent_frees.h)
-// DefaultPoolTraits, ObjectPool<T>'s default, stacks every rung that pays (object_pool.h).
+// DefaultPoolTraits, ObjectPool<T>'s default, stacks every rung that pays (object_pool.h). The
+// pool takes its list and its array from FreeSlotsFor and RecentFreesFor below; the rest of a
+// rung's code is its hooks in the pool: the `if constexpr` branches of object_pool.h.
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
+
+#include "recent_frees.h"
+#include "unrolled_list.h"
 
 namespace step05 {
 
 struct PlainPoolTraits;  // object_pool.h
+template <class Slot>
+struct PlainFreeSlots;  // object_pool.h
 
 // [snippet:ladder]
 // One free slot carries the addresses of up to seven others (64-byte slots).
@@ -37,5 +45,20 @@ struct WithRecentFrees : Base {
   static constexpr std::size_t kRecentSize = 128;
 };
 // [/snippet]
+
+// What the rungs a Traits switches on make of the pool's LocalPool (object_pool.h): its list, the
+// unit it exchanges with a GlobalPool, the plain one or the unrolled one of unrolled_list.h...
+template <class Slot, class Traits>
+using FreeSlotsFor =
+    std::conditional_t<Traits::kUnrolledList,
+                       UnrolledFreeSlots<Slot, Traits::kChains, Traits::kItemsAhead>,
+                       PlainFreeSlots<Slot>>;
+// ...and the free objects it keeps in front of that list (recent_frees.h; none in the plain
+// design).
+template <class Slot, class Traits>
+using RecentFreesFor =
+    std::conditional_t<(Traits::kRecentSize > 0),
+                       RecentFrees<Slot, (Traits::kRecentSize > 0 ? Traits::kRecentSize : 2)>,
+                       NoRecentFrees>;
 
 }  // namespace step05

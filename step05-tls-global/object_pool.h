@@ -28,7 +28,6 @@
 #include <cstdint>
 #include <memory>
 #include <new>
-#include <type_traits>
 #include <utility>
 
 #include "global_pool.h"
@@ -36,9 +35,7 @@
 #include "ladder.h"
 #include "memory_tools.h"
 #include "pool_stats.h"
-#include "recent_frees.h"
 #include "thread_registry.h"
-#include "unrolled_list.h"
 
 #define STEP05_LIKELY(x) __builtin_expect(!!(x), 1)
 #define STEP05_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -118,13 +115,6 @@ struct PlainFreeSlots {
     return {top, true};
   }
   // [/snippet]
-
-  template <class Pool>
-  void PushRange(Slot* const* slots, std::size_t count, const Pool& pool) noexcept {
-    for (std::size_t i = 0; i < count; ++i)
-      Push(slots[i], pool);
-  }
-  void PrefetchHeads() const noexcept {}
 };
 
 // Its bases, each in the header that names it: Stats() and the sizes (pool_stats.h), the
@@ -177,16 +167,12 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
   };
   static constexpr std::size_t kChunkBytes = sizeof(BlockChunk);
 
-  // The list a LocalPool hands out from, and the unit it exchanges with a GlobalPool.
-  using FreeSlots =
-      std::conditional_t<Traits::kUnrolledList,
-                         UnrolledFreeSlots<Slot, Traits::kChains, Traits::kItemsAhead>,
-                         PlainFreeSlots<Slot>>;
+  // The list a LocalPool hands out from, and the unit it exchanges with a GlobalPool: the
+  // article's PlainFreeSlots above, unless a rung switches in another (ladder.h).
+  using FreeSlots = FreeSlotsFor<Slot, Traits>;
   friend FreeSlots;  // it calls EncodeLink() and FollowLink()
-  // The free objects a LocalPool keeps in front of its list (none in the plain design).
-  using Recent =
-      std::conditional_t<(kRecentSize > 0), RecentFrees<Slot, (kRecentSize > 0 ? kRecentSize : 2)>,
-                         NoRecentFrees>;
+  // The free objects a LocalPool keeps in front of its list: none in the plain design.
+  using Recent = RecentFreesFor<Slot, Traits>;
   friend Recent;  // it calls RetireFullList()
 
   // The uncarved rest of a Block: [next_, end_).
@@ -350,7 +336,7 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
     GlobalPool& home = *local.global_pool_;
     auto take_list = [&](GlobalPool& global) { return global.PopFreeSlots(local.freeslots_); };
     if (take_list(home) || FromOtherGlobalPools(home, take_list)) {
-      local.freeslots_.PrefetchHeads();
+      if constexpr (Traits::kUnrolledList) local.freeslots_.PrefetchHeads();  // its chains
       return PopLocal(local);
     }
     if (STEP05_LIKELY(local.block_.next_ != local.block_.end_)) return Carve(local);

@@ -41,6 +41,19 @@ struct RecentFrees {
     std::memmove(slots_, slots_ + count, count_ * sizeof(Slot*));
   }
 
+  // list.Push() of slots[0..count), in that order: in one run where the list can (PushRange of
+  // the unrolled list, which writes the items into the top node at once).
+  template <class List, class Pool>
+  static void PushRun(List& list, Slot* const* slots, std::size_t count,
+                      const Pool& pool) noexcept {
+    if constexpr (requires { list.PushRange(slots, count, pool); }) {
+      list.PushRange(slots, count, pool);
+    } else {
+      for (std::size_t i = 0; i < count; ++i)
+        list.Push(slots[i], pool);
+    }
+  }
+
   // The oldest `count` frees of `local` (the pool's LocalPool: its recent_ is this array, its
   // freeslots_ the list) go into its list, in the order they were freed; each list that fills up
   // (kFull long) is retired: pool.RetireFullList(local).
@@ -51,7 +64,7 @@ struct RecentFrees {
       // (Longer than full only when retiring failed for want of memory: one at a time then.)
       const std::size_t room = length < kFull ? kFull - length : 1;
       const std::size_t run = std::min(count - i, room);
-      local.freeslots_.PushRange(local.recent_.slots_ + i, run, pool);
+      PushRun(local.freeslots_, local.recent_.slots_ + i, run, pool);
       i += run;
       if (__builtin_expect(local.freeslots_.length_ >= kFull, 0)) pool.RetireFullList(local);
     }
