@@ -117,18 +117,17 @@ struct PlainFreeSlots {
   // [/snippet]
 };
 
-// Its bases, each in the header that names it: Stats() and the sizes (pool_stats.h), the
-// encoded links and the chunks' directory (hardened.h), the operations of a thread that has no
-// LocalPool (thread_registry.h).
+// Its bases, each in the header that names it: how a thread finds its LocalPool, and what it
+// gives back when it exits (thread_registry.h; first, so that the fast path reaches the pool's
+// id at the pool's own address); Stats(), its counters and the sizes (pool_stats.h); where the
+// hardened mode and the memory tools look (hardened.h).
 template <class T, class Traits = DefaultPoolTraits>
-class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
-                   private detail::PoolChecks<ObjectPool<T, Traits>>,
-                   private detail::TemporaryLocalPool<ObjectPool<T, Traits>> {
+class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
+                   public detail::PoolStatsOf<ObjectPool<T, Traits>>,
+                   private detail::PoolChecks<ObjectPool<T, Traits>> {
+  friend detail::ThreadLocalPools<ObjectPool>;
   friend detail::PoolStatsOf<ObjectPool>;
   friend detail::PoolChecks<ObjectPool>;
-  friend detail::TemporaryLocalPool<ObjectPool>;
-  using detail::TemporaryLocalPool<ObjectPool>::AllocateWithoutLocalPool;
-  using detail::TemporaryLocalPool<ObjectPool>::FreeWithoutLocalPool;
 
   static constexpr std::size_t kBlockSize = Traits::kBlockSize;
   static constexpr std::size_t kBlockChunkSize = Traits::kBlockChunkSize;
@@ -186,17 +185,12 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
   using GlobalPool = detail::GlobalPool<FreeSlots, BlockRest, BlockChunk, Traits>;
   friend GlobalPool;  // it counts Blocks, and has chunks counted (ChunkMapped)
 
-  // One per (thread, pool): touched by its thread only, so it needs no lock.
-  struct alignas(kCacheLine) LocalPool final : detail::LocalPoolBase {
+  // One per (thread, pool): touched by its thread only, so it needs no lock. (Its base is what
+  // the thread registry keeps of it: the pool it belongs to.)
+  struct alignas(kCacheLine) LocalPool final : detail::LocalPoolOf<ObjectPool> {
     LocalPool(ObjectPool* owner, GlobalPool* global)
-        : LocalPoolBase(owner->id_), owner_(owner), global_pool_(global) {}
-    ~LocalPool() override {
-      // The thread's fast-path cache must never point at a dead LocalPool.
-      if (t_cache_.local == this) t_cache_ = {};
-    }
-    void ReturnToOwner() noexcept override { owner_->Detach(*this); }
+        : detail::LocalPoolOf<ObjectPool>(owner), global_pool_(global) {}
 
-    ObjectPool* const owner_;
     GlobalPool* const global_pool_;
     FreeSlots freeslots_;  // hands out and takes back, LIFO: the last freed is the next given
     // Rung WithRecentFrees: the objects freed last, the first handed out (MoveRecentToList).
@@ -204,22 +198,10 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
     BlockRest block_;  // the article's block_/idx_: what is left to carve
   };
 
-  // The fast path's way to its LocalPool: one thread_local per pool type, plain data so that
-  // reading it is a single %fs-relative load. It remembers the last pool this thread used; a
-  // thread that switches between pools of one type pays a registry lookup on each switch.
-  struct ThreadCache {
-    std::uint64_t owner_id;
-    LocalPool* local;
-  };
-  static inline thread_local ThreadCache t_cache_{0, nullptr};
-
  public:
   using value_type = T;
 
-  ObjectPool()
-      : id_(detail::g_next_pool_id.fetch_add(1, std::memory_order_relaxed)), link_key_(this) {
-    tools::PoolCreated(this);
-  }
+  ObjectPool() : link_key_(this) { tools::PoolCreated(this); }
   ObjectPool(const ObjectPool&) = delete;
   ObjectPool& operator=(const ObjectPool&) = delete;
 
@@ -227,7 +209,7 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
   // run: Delete them first). Threads still attached keep an orphaned LocalPool that they
   // delete when they exit. No thread may use the pool while it dies.
   ~ObjectPool() {
-    locals_.OrphanAll();
+    this->locals_.OrphanAll();
     for (GlobalPool& global : global_pools_)
       global.ReleaseChunks(*this);
     tools::PoolDestroyed(this);
@@ -238,7 +220,7 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
   // Memory for one T, uninitialised; nullptr when the OS refuses more memory.
   // [snippet:fast-path]
   void* Allocate() noexcept {
-    LocalPool* local = Local();
+    LocalPool* local = this->Local();  // this thread's (thread_registry.h)
     if (STEP05_LIKELY(local != nullptr)) {
       if constexpr (kRecentSize > 0) {  // rung WithRecentFrees
         if (STEP05_LIKELY(!local->recent_.Empty()))
@@ -247,7 +229,7 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
       if (STEP05_LIKELY(local->freeslots_.length_ != 0)) return PopLocal(*local);
       return AllocateSlow(*local);
     }
-    return AllocateWithoutLocalPool();
+    return this->AllocateWithoutLocalPool();
   }
 
   // Gives back memory from Allocate() of this pool, from any thread. nullptr is a no-op.
@@ -255,8 +237,8 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
     if (p == nullptr) return;
     Slot* slot = static_cast<Slot*>(p);
     this->TakeBack(slot);
-    LocalPool* local = Local();
-    if (STEP05_UNLIKELY(local == nullptr)) return FreeWithoutLocalPool(slot);
+    LocalPool* local = this->Local();
+    if (STEP05_UNLIKELY(local == nullptr)) return this->FreeWithoutLocalPool(slot);
     if constexpr (kRecentSize > 0) {  // rung WithRecentFrees
       if (STEP05_UNLIKELY(local->recent_.Full())) MoveRecentToList(*local);
       tools::CloseSlot(slot, kSlotSize);
@@ -290,43 +272,11 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
   }
 
  private:
-  LocalPool* Local() noexcept {
-    const ThreadCache& cache = t_cache_;
-    if (STEP05_LIKELY(cache.owner_id == id_)) return cache.local;
-    return Attach();
-  }
-
-  // First use of this pool by this thread (or a switch between pools of one type): find or
-  // make its LocalPool (thread_registry.h). nullptr if the thread is exiting or memory is out.
-  // Out of line, as AllocateSlow(): the fast path only calls it.
-  __attribute__((noinline)) LocalPool* Attach() noexcept {
-    LocalPool* local = locals_.FindOrAdd(id_, [this] {
-      // Round-robin over the GlobalPools, as in the article.
-      const std::size_t index = next_global_pool_.fetch_add(1, std::memory_order_relaxed);
-      return std::make_unique<LocalPool>(this, &global_pools_[index % kGlobalPoolNum]);
-    });
-    if (local != nullptr) t_cache_ = {id_, local};
-    return local;
-  }
-
-  // The thread exits (or, with a temporary LocalPool, one call is done): give back the list
-  // and the Block's rest. Caller holds RegistryMutex() or owns `local`.
-  void Drain(LocalPool& local) noexcept {
-    if constexpr (kRecentSize > 0) {
-      Recent::template MoveOldest<kFreeSlotsSize>(local.recent_.count_, *this, local);
-    }
-    GlobalPool& global = *local.global_pool_;
-    if (local.freeslots_.length_ != 0) {
-      global.MergePartial(local.freeslots_, *this);
-      local.freeslots_ = {};
-    }
-    if (local.block_.next_ != local.block_.end_) global.ReturnBlockRest(local.block_);
-    local.block_ = {};
-  }
-
-  void Detach(LocalPool& local) noexcept {
-    Drain(local);
-    locals_.Erase(&local);
+  // A thread's first use of the pool (thread_registry.h): its LocalPool, assigned to a GlobalPool
+  // round-robin, as in the article.
+  std::unique_ptr<LocalPool> NewLocalPool() {
+    const std::size_t index = next_global_pool_.fetch_add(1, std::memory_order_relaxed);
+    return std::make_unique<LocalPool>(this, &global_pools_[index % kGlobalPoolNum]);
   }
 
   // The local list is empty. In the article's order, reuse before new memory: a list from this
@@ -379,11 +329,9 @@ class ObjectPool : public detail::PoolStatsOf<ObjectPool<T, Traits>>,
     // else: out of memory for the manager's vector; the list simply stays here, longer
   }
 
-  const std::uint64_t id_;
   [[no_unique_address]] const detail::LinkKey<kHardened> link_key_;
   GlobalPool global_pools_[kGlobalPoolNum];
   std::atomic<std::size_t> next_global_pool_{0};
-  detail::PoolLocals<LocalPool> locals_;
   detail::SlotDirectory<sizeof(T), kSlotSize, kChunkBytes> directory_;  // hardened mode only
 };
 

@@ -11,7 +11,8 @@
 //   - a thread uses a pool for the first time: its LocalPool is made and put on both lists.
 // All three are rare: the fast path never takes the mutex. What an exiting thread gives back
 // waits in the GlobalPools for other threads (LeftByExitedThreads), and a thread that has no
-// LocalPool (it is past its thread_local destructors) uses a temporary one (TemporaryLocalPool).
+// LocalPool (it is past its thread_local destructors) uses a temporary one. A pool finds this
+// thread's LocalPool, and drains one, through its base ThreadLocalPools.
 #pragma once
 
 #include <algorithm>
@@ -79,26 +80,25 @@ inline ThreadRegistry& ThisThreadRegistry() {
 
 inline std::atomic<std::uint64_t> g_next_pool_id{1};
 
-// A pool's side: the LocalPools (of type Local, derived from LocalPoolBase) of the threads that
-// have used it.
-template <class Local>
+// A pool's side: the LocalPools of the threads that have used it.
 class PoolLocals {
  public:
-  // This thread's LocalPool of the pool `id`, made by make() (a std::unique_ptr<Local>) on the
-  // thread's first use of the pool. nullptr if the thread is already exiting or memory is out.
+  // This thread's LocalPool of the pool `id`, made by make() (a std::unique_ptr to a type derived
+  // from LocalPoolBase) on the thread's first use of the pool. nullptr if the thread is already
+  // exiting or memory is out.
   template <class Make>
-  Local* FindOrAdd(std::uint64_t id, Make make) noexcept {
+  LocalPoolBase* FindOrAdd(std::uint64_t id, Make make) noexcept {
     if (t_thread_state == kExited) return nullptr;
     try {
       ThreadRegistry& registry = ThisThreadRegistry();
       std::lock_guard<std::mutex> lock(RegistryMutex());
       registry.Prune();
-      Local* local = nullptr;
+      LocalPoolBase* local = nullptr;
       for (LocalPoolBase* base : registry.pools) {
-        if (base->owner_id == id) local = static_cast<Local*>(base);
+        if (base->owner_id == id) local = base;
       }
       if (local == nullptr) {
-        std::unique_ptr<Local> fresh = make();
+        std::unique_ptr<LocalPoolBase> fresh = make();
         registry.pools.reserve(registry.pools.size() + 1);
         locals_.reserve(locals_.size() + 1);
         local = fresh.release();
@@ -114,13 +114,13 @@ class PoolLocals {
   // The pool dies: its LocalPools are left to their threads, which delete them when they exit.
   void OrphanAll() noexcept {
     std::lock_guard<std::mutex> lock(RegistryMutex());
-    for (Local* local : locals_)
+    for (LocalPoolBase* local : locals_)
       local->orphaned = true;
     locals_.clear();
   }
 
   // A LocalPool given back by its exiting thread. Caller holds RegistryMutex().
-  void Erase(Local* local) noexcept {
+  void Erase(LocalPoolBase* local) noexcept {
     locals_.erase(std::find(locals_.begin(), locals_.end(), local));
   }
 
@@ -130,7 +130,25 @@ class PoolLocals {
   }
 
  private:
-  std::vector<Local*> locals_;  // guarded by RegistryMutex()
+  std::vector<LocalPoolBase*> locals_;  // guarded by RegistryMutex()
+};
+
+template <class Pool>
+class ThreadLocalPools;
+
+// The registry's part of a pool's LocalPool (Pool::LocalPool derives from it): the pool it
+// belongs to, which it gives everything back to when its thread exits.
+template <class Pool>
+struct LocalPoolOf : LocalPoolBase {
+  explicit LocalPoolOf(ThreadLocalPools<Pool>* owner) : LocalPoolBase(owner->id_), owner_(owner) {}
+  ~LocalPoolOf() override {
+    // The thread's fast-path cache must never point at a dead LocalPool.
+    auto& cache = ThreadLocalPools<Pool>::t_cache_;
+    if (cache.local == this) cache = {};
+  }
+  void ReturnToOwner() noexcept override { owner_->Detach(*this); }
+
+  ThreadLocalPools<Pool>* const owner_;
 };
 
 // What exiting threads leave in a GlobalPool, beyond the article: their short free lists, merged
@@ -210,28 +228,92 @@ class LeftByExitedThreads {
   Global& Self() noexcept { return static_cast<Global&>(*this); }
 };
 
-// A base of the ObjectPool (Pool, which derives from it) for a thread without a LocalPool: one
-// past its thread_local destructors, or out of memory. A temporary LocalPool does the one
-// operation and is drained at once: slow, always correct. Out of line, as the pool's
-// AllocateSlow(): inlined, they cost the fast path of W1 3 instructions a pair.
+// A base of the ObjectPool (Pool, which derives from it): how a thread finds its LocalPool of
+// the pool (Local()), and what a LocalPool gives back when its thread exits (Drain()). The
+// article's LocalPool is a `thread_local` pointer: one pool of a type, never cleaned up.
 template <class Pool>
-class TemporaryLocalPool {
+class ThreadLocalPools {
+  friend LocalPoolOf<Pool>;
+
  protected:
+  ThreadLocalPools() : id_(g_next_pool_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+  // This thread's LocalPool of the pool; nullptr if the thread is exiting or memory is out.
+  // The fast path's way to it: one thread_local per pool type, plain data so that reading it is
+  // a single %fs-relative load, and a compare with the pool's id (ids are never reused: a new
+  // pool at a dead pool's address never picks up a stale LocalPool). It remembers the last pool
+  // this thread used; a thread that switches between pools of one type pays a registry lookup
+  // on each switch.
+  auto* Local() noexcept {
+    const ThreadCache& cache = t_cache_;
+    if (__builtin_expect(cache.owner_id == id_, 1)) {
+      return static_cast<typename Pool::LocalPool*>(cache.local);
+    }
+    return Attach();
+  }
+
+  // The thread exits (or, with a temporary LocalPool, one call is done): give back the array,
+  // the list and the Block's rest. Caller holds RegistryMutex() or owns `local`.
+  template <class Local>
+  void Drain(Local& local) noexcept {
+    Pool& pool = Self();
+    if constexpr (Pool::kRecentSize > 0) {
+      Pool::Recent::template MoveOldest<Pool::kFreeSlotsSize>(local.recent_.count_, pool, local);
+    }
+    auto& global = *local.global_pool_;
+    if (local.freeslots_.length_ != 0) {
+      global.MergePartial(local.freeslots_, pool);
+      local.freeslots_ = {};
+    }
+    if (local.block_.next_ != local.block_.end_) global.ReturnBlockRest(local.block_);
+    local.block_ = {};
+  }
+
+  // A thread without a LocalPool: one past its thread_local destructors, or out of memory. A
+  // temporary LocalPool does the one operation and is drained at once: slow, always correct.
+  // Out of line, as the pool's AllocateSlow(): inlined, they cost the fast path of W1 3
+  // instructions a pair.
   __attribute__((noinline)) void* AllocateWithoutLocalPool() noexcept {
-    Pool& pool = static_cast<Pool&>(*this);
-    typename Pool::LocalPool temporary(&pool, &pool.global_pools_[0]);
-    void* p = pool.AllocateSlow(temporary);
-    pool.Drain(temporary);
+    typename Pool::LocalPool temporary(&Self(), &Self().global_pools_[0]);
+    void* p = Self().AllocateSlow(temporary);
+    Drain(temporary);
     return p;
   }
 
   template <class Slot>
   __attribute__((noinline)) void FreeWithoutLocalPool(Slot* slot) noexcept {
-    Pool& pool = static_cast<Pool&>(*this);
-    typename Pool::LocalPool temporary(&pool, &pool.global_pools_[0]);
-    temporary.freeslots_.Push(slot, pool);
-    pool.Drain(temporary);
+    typename Pool::LocalPool temporary(&Self(), &Self().global_pools_[0]);
+    temporary.freeslots_.Push(slot, Self());
+    Drain(temporary);
   }
+
+  const std::uint64_t id_;
+  PoolLocals locals_;
+
+ private:
+  // First use of the pool by this thread (or a switch between pools of one type): find or make
+  // its LocalPool (Pool::NewLocalPool()). Out of line, as AllocateSlow(): the fast path only
+  // calls it.
+  __attribute__((noinline)) auto* Attach() noexcept {
+    auto* local = static_cast<typename Pool::LocalPool*>(
+        locals_.FindOrAdd(id_, [this] { return Self().NewLocalPool(); }));
+    if (local != nullptr) t_cache_ = {id_, local};
+    return local;
+  }
+
+  // The exiting thread's LocalPool goes back to its pool. Caller holds RegistryMutex().
+  void Detach(LocalPoolOf<Pool>& local) noexcept {
+    Drain(static_cast<typename Pool::LocalPool&>(local));
+    locals_.Erase(&local);
+  }
+
+  Pool& Self() noexcept { return static_cast<Pool&>(*this); }
+
+  struct ThreadCache {
+    std::uint64_t owner_id;
+    LocalPoolBase* local;
+  };
+  static inline thread_local ThreadCache t_cache_{0, nullptr};
 };
 
 }  // namespace step05::detail
