@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -31,9 +32,7 @@ class alignas(kCacheLine) GlobalPool
     : public LeftByExitedThreads<GlobalPool<FreeSlots, BlockRest, BlockChunk, Traits>, FreeSlots,
                                  BlockRest, Traits> {
   friend LeftByExitedThreads<GlobalPool, FreeSlots, BlockRest, Traits>;
-  static constexpr std::size_t kBlockSize = Traits::kBlockSize;
   static constexpr std::size_t kBlockChunkSize = Traits::kBlockChunkSize;
-  static constexpr std::size_t kFreeSlotsSize = Traits::kFreeSlotsSize;
   static constexpr std::size_t kChunkBytes = sizeof(BlockChunk);
 
   struct BlockManager {
@@ -51,9 +50,7 @@ class alignas(kCacheLine) GlobalPool
   };
 
  public:
-  GlobalPool() { freeslots_manager_.freeslots_.reserve(64); }
-  GlobalPool(const GlobalPool&) = delete;
-  GlobalPool& operator=(const GlobalPool&) = delete;
+  GlobalPool() { freeslots_manager_.freeslots_.reserve(64); }  // (not copyable: its locks)
 
   // Takes one list (a full one first, else the partial one); false when there is none. It looks
   // before it locks: the threads of the other GlobalPools try here too when theirs is empty
@@ -91,13 +88,12 @@ class alignas(kCacheLine) GlobalPool
   template <class Pool>
   bool PopBlock(BlockRest& out, Pool& pool) noexcept {
     std::lock_guard<std::mutex> lock(block_mutex_);
-    BlockManager& blocks = block_manager_;
     if (this->PopReturnedRestLocked(out)) return true;
-    if (__builtin_expect(blocks.next_block_ == kBlockChunkSize, 0)) {
+    if (__builtin_expect(block_manager_.next_block_ == kBlockChunkSize, 0)) {
       if (!NewBlockChunk(pool)) return false;
     }
-    auto& block = blocks.block_chunks_.back()->blocks_[blocks.next_block_++];
-    out = {block.slots_, block.slots_ + kBlockSize};
+    auto& block = block_manager_.block_chunks_.back()->blocks_[block_manager_.next_block_++];
+    out = {std::begin(block.slots_), std::end(block.slots_)};
     pool.blocks_carved_.fetch_add(1, std::memory_order_relaxed);
     return true;
   }

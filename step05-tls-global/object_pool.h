@@ -23,9 +23,9 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <new>
 #include <utility>
@@ -129,25 +129,21 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
   friend detail::PoolStatsOf<ObjectPool>;
   friend detail::PoolChecks<ObjectPool>;
 
-  static constexpr std::size_t kBlockSize = Traits::kBlockSize;
-  static constexpr std::size_t kBlockChunkSize = Traits::kBlockChunkSize;
   static constexpr std::size_t kFreeSlotsSize = Traits::kFreeSlotsSize;
   static constexpr std::size_t kGlobalPoolNum = Traits::kGlobalPoolNum;
   static constexpr std::size_t kRecentSize = Traits::kRecentSize;
   static constexpr bool kHardened = Traits::kHardened;
-  static_assert(kBlockSize > 0 && kBlockChunkSize > 0 && kFreeSlotsSize > 1 && kGlobalPoolNum > 0);
-  static_assert(kRecentSize == 0 || kRecentSize >= 2);
+  static_assert(Traits::kBlockSize > 0 && Traits::kBlockChunkSize > 0 && kFreeSlotsSize > 1 &&
+                kGlobalPoolNum > 0);
 
   // --- The data structures of article 000 ------------------------------------------------
 
   // One object's memory. While free, its bytes belong to the free list, so a free object costs
   // no extra memory. The article's Slot holds one link; the unrolled list uses all the links
   // that fit (unrolled_list.h).
-  static constexpr std::size_t kSlotAlign = alignof(T) > alignof(void*) ? alignof(T)
-                                                                        : alignof(void*);
+  static constexpr std::size_t kSlotAlign = std::max(alignof(T), alignof(void*));
   static constexpr std::size_t kSlotSize =
-      ((sizeof(T) > sizeof(void*) ? sizeof(T) : sizeof(void*)) + kSlotAlign - 1) / kSlotAlign *
-      kSlotAlign;
+      (std::max(sizeof(T), sizeof(void*)) + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
   union Slot {
     Slot* links_[kSlotSize / sizeof(Slot*)];
     alignas(T) unsigned char storage_[sizeof(T)];
@@ -158,11 +154,11 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
   // the carving cursor lives in the LocalPool, so a Block is slots and nothing else, a chunk is
   // an exact multiple of the slot size, and a slot never straddles a stray counter.
   struct Block {
-    Slot slots_[kBlockSize];
+    Slot slots_[Traits::kBlockSize];
   };
   // The unit a GlobalPool maps from the OS.
   struct BlockChunk {
-    Block blocks_[kBlockChunkSize];
+    Block blocks_[Traits::kBlockChunkSize];
   };
   static constexpr std::size_t kChunkBytes = sizeof(BlockChunk);
 
