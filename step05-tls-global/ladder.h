@@ -1,6 +1,7 @@
 // Step 05's ladder: the optimisations of the plain design (PlainPoolTraits, object_pool.h), each
 // a Traits on top of the one below, switched on one at a time. The chapter measures each rung,
 // and one that was tried and removed:
+//   NoRungs                the bottom: every rung off, the plain design's list
 //   WithUnrolledList       a free slot holds the addresses of other free slots (unrolled_list.h)
 //   WithInterleavedChains  the list's nodes dealt onto 8 chains, each next node prefetched
 //   WithItemPrefetch       the items of the node two down prefetched when a node is started
@@ -24,6 +25,14 @@ template <class Slot>
 struct PlainFreeSlots;  // object_pool.h
 
 // [snippet:ladder]
+// The bottom, every rung off (PlainPoolTraits derives from it): one linked free list, pushed at
+// every Free.
+struct NoRungs {
+  static constexpr bool kUnrolledList = false;
+  static constexpr std::size_t kChains = 1;
+  static constexpr std::size_t kItemsAhead = 0;
+  static constexpr std::size_t kRecentSize = 0;
+};
 // One free slot carries the addresses of up to seven others (64-byte slots).
 template <class Base = PlainPoolTraits>
 struct WithUnrolledList : Base {

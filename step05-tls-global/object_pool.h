@@ -46,7 +46,7 @@ namespace step05 {
 //   struct BigLists : step05::DefaultPoolTraits { static constexpr std::size_t kFreeSlotsSize =
 //   1024; }; step05::ObjectPool<Order, BigLists> orders;
 // [snippet:traits]
-struct PlainPoolTraits {
+struct PlainPoolTraits : NoRungs {  // every rung of the ladder off (ladder.h)
   // Slots per Block: what a LocalPool carves without a lock. A thread holds at most one partly
   // carved Block, so this is also the most fresh memory one thread can sit on.
   static constexpr std::size_t kBlockSize = 512;
@@ -68,12 +68,6 @@ struct PlainPoolTraits {
     return p == MAP_FAILED ? nullptr : p;
   }
   static void UnmapChunk(void* p, std::size_t bytes) noexcept { munmap(p, bytes); }
-
-  // The rungs of the ladder, all off: one linked free list, pushed at every Free.
-  static constexpr bool kUnrolledList = false;
-  static constexpr std::size_t kChains = 1;
-  static constexpr std::size_t kItemsAhead = 0;
-  static constexpr std::size_t kRecentSize = 0;
 };
 // [/snippet]
 
