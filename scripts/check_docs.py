@@ -60,7 +60,8 @@ machine, the commit and the command; scripts/perf_excerpt.py), is shown as
 (the path relative to the repository); `--write` refreshes every such block from its file.
 
 LINES: a file's length quoted in a sentence is written `<!--lines object_pool.h-->432<!--/lines-->`
-(the path relative to the Markdown file); `--write` counts the file's lines again.
+(the path relative to the Markdown file), its lines of code (lines that are neither blank nor only
+a comment) `<!--codelines object_pool.h-->198<!--/codelines-->`; `--write` counts them again.
 """
 import argparse
 import re
@@ -274,7 +275,37 @@ def refresh_snippets(path, text, problems):
     return SNIPPET_BLOCK.sub(fill, text)
 
 
-LINES_BLOCK = re.compile(r"(<!--lines (?P<src>[^\s>]+)-->)(?P<n>\d*)(<!--/lines-->)")
+LINES_BLOCK = re.compile(r"(?P<open><!--(?P<kind>lines|codelines) (?P<src>[^\s>]+)-->)(?P<n>\d*)"
+                         r"(?P<close><!--/(?P=kind)-->)")
+
+
+def code_lines(text):
+    """The lines of C/C++ source `text` that are neither blank nor only a comment (`// ...`, or
+    inside `/* ... */`): the lines with a character of code on them."""
+    count, in_block = 0, False
+    for line in text.splitlines():
+        has_code, quote, i = False, None, 0
+        while i < len(line):
+            c, pair = line[i], line[i:i + 2]
+            if in_block:
+                if pair == "*/":
+                    in_block, i = False, i + 1
+            elif quote:
+                if c == "\\":
+                    i += 1
+                elif c == quote:
+                    quote = None
+            elif pair == "//":
+                break
+            elif pair == "/*":
+                in_block, i = True, i + 1
+            elif not c.isspace():
+                has_code = True
+                if c in "\"'":
+                    quote = c
+            i += 1
+        count += has_code
+    return count
 
 
 def refresh_line_counts(path, text, problems):
@@ -285,7 +316,9 @@ def refresh_line_counts(path, text, problems):
             problems.append(f"{path.relative_to(ROOT)}: the line count of {m.group('src')}: "
                             f"no such file")
             return m.group(0)
-        return m.group(1) + str(len(source.read_text().splitlines())) + m.group(4)
+        content = source.read_text()
+        n = len(content.splitlines()) if m.group("kind") == "lines" else code_lines(content)
+        return m.group("open") + str(n) + m.group("close")
     return LINES_BLOCK.sub(fill, text)
 
 

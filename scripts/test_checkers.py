@@ -8,7 +8,8 @@ makes one falsehood at a time in a fresh copy and checks that `scripts/check_doc
     flips a comparison, a comparison typed by hand, a number edited by hand, an "article NNN"
     that links nowhere;
   - a snippet: a line of a quoted snippet edited in the chapter, the source changed under a
-    snippet, a block of code that is in no source file, a file grown under its quoted length;
+    snippet, a block of code that is in no source file, a file grown under its quoted length, a
+    comment turned into code under a quoted count of lines of code;
   - a plot: an embed of a plot that does not exist, a plot no chapter shows any more;
   - a perf excerpt: a row of a chapter's excerpt edited, the excerpt file changed under the
     chapter, an excerpt file removed, perf output pasted into a chapter by hand.
@@ -176,6 +177,12 @@ class CheckersCatchFalsehoods(unittest.TestCase):
     def test_a_file_grown_under_its_quoted_line_count_fails(self):
         self.copy.edit("step05-tls-global/global_pool.h", "#pragma once\n",
                        "#pragma once\n// one line more\n")
+        self.assertFails(self.copy.check_docs(), "a quoted line count differs from its file")
+
+    def test_a_comment_turned_into_code_under_a_quoted_code_line_count_fails(self):
+        # The same number of lines, one more of them code: only the count of code lines moves.
+        self.copy.regex_edit("step05-tls-global/global_pool.h", r"\n// [^\n]*\n#pragma once\n",
+                             "\nstatic_assert(true);\n#pragma once\n")
         self.assertFails(self.copy.check_docs(), "a quoted line count differs from its file")
 
     def test_code_that_is_in_no_source_fails(self):
