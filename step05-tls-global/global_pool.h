@@ -7,8 +7,8 @@
 // code of that is in thread_registry.h (LeftByExitedThreads), the data here.
 //
 // A GlobalPool is built from the pool's data structures (object_pool.h: its FreeSlots, BlockRest
-// and BlockChunk) and its Traits; the calls that touch the pool itself (counting Blocks and
-// chunks, the hardened mode's directory of chunks) take it as a parameter.
+// and BlockChunk) and its Traits; the calls that touch the pool itself (counting Blocks, telling
+// the counters, the hardened mode and the memory tools of a chunk) take it as a parameter.
 #pragma once
 
 #include <atomic>
@@ -116,12 +116,11 @@ class alignas(kCacheLine) GlobalPool
  private:
   template <class Pool>
   bool NewBlockChunk(Pool& pool) noexcept {
-    if (block_manager_.block_chunks_.size() == block_manager_.block_chunks_.capacity()) {
-      try {
-        block_manager_.block_chunks_.reserve(2 * block_manager_.block_chunks_.size() + 4);
-      } catch (const std::bad_alloc&) {
-        return false;
-      }
+    auto& chunks = block_manager_.block_chunks_;
+    try {  // room for the chunk before it is mapped: a failure after would leak it
+      if (chunks.size() == chunks.capacity()) chunks.reserve(2 * chunks.size() + 4);
+    } catch (const std::bad_alloc&) {
+      return false;
     }
     void* memory = Traits::MapChunk(kChunkBytes);
     if (__builtin_expect(memory == nullptr, 0)) return false;
@@ -129,7 +128,7 @@ class alignas(kCacheLine) GlobalPool
       Traits::UnmapChunk(memory, kChunkBytes);
       return false;
     }
-    block_manager_.block_chunks_.push_back(static_cast<BlockChunk*>(memory));
+    chunks.push_back(static_cast<BlockChunk*>(memory));
     block_manager_.next_block_ = 0;
     return true;
   }

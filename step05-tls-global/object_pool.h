@@ -10,14 +10,18 @@
 // pools and threads may die in any order; chunks are mmap'ed, and unmapped when the pool dies.
 //
 // To read the plain design: this file, top to bottom, then global_pool.h. The rest is in the
-// headers it includes, each named for what it holds:
+// headers it includes, each named for what it holds; the pool reaches them through short hooks
+// (a call, or an `if constexpr` branch):
 //   global_pool.h      the GlobalPool: its FreeSlotsManager and BlockManager, each behind a lock
-//   ladder.h           the rungs of the ladder (WithUnrolledList ... WithRecentFrees), the speed of
-//                      ObjectPool<T>; unrolled_list.h and recent_frees.h hold their code, and the
-//                      `if constexpr` branches below are their hooks
-//   thread_registry.h  which LocalPools a thread has, so they can be given back when it exits
-//   hardened.h         the hardened mode: double frees, foreign pointers, encoded links
-//   pool_stats.h       Stats(), what a pool holds
+//   ladder.h           the rungs of the ladder (NoRungs, WithUnrolledList ... WithRecentFrees), the
+//                      speed of ObjectPool<T>, and the list and array each Traits builds;
+//                      unrolled_list.h and recent_frees.h hold their code, and the `if constexpr`
+//                      branches below are their hooks
+//   thread_registry.h  how a thread finds its LocalPool (Local()), and what the LocalPool gives
+//                      back when the thread exits (beyond the article)
+//   hardened.h         the hardened mode (double frees, foreign pointers, encoded links), and
+//                      where it and the memory tools look at a slot or a chunk (PoolChecks)
+//   pool_stats.h       Stats(), what a pool holds, and the counters it reads
 //   memory_tools.h     what ASan and valgrind are told about every slot
 #pragma once
 
