@@ -296,9 +296,10 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
   // forever while the lists its consumer frees pile up in another GlobalPool.
   template <class Take>
   bool FromOtherGlobalPools(GlobalPool& home, Take take) noexcept {
-    const std::size_t first = static_cast<std::size_t>(&home - global_pools_);
+    GlobalPool* other = &home;
     for (std::size_t i = 1; i < kGlobalPoolNum; ++i) {
-      if (take(global_pools_[(first + i) % kGlobalPoolNum])) return true;
+      if (++other == global_pools_ + kGlobalPoolNum) other = global_pools_;
+      if (take(*other)) return true;
     }
     return false;
   }
