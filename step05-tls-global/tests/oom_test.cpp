@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "address_space_limit.h"
-#include "object_pool.h"
+#include "pool_under_test.h"
 
 namespace {
 
@@ -27,7 +27,7 @@ struct Object64 {
   unsigned char rest[56];
 };
 
-struct HardenedTraits : step05::DefaultPoolTraits {
+struct HardenedTraits : PoolTraits {
   static constexpr bool kHardened = true;
 };
 
@@ -91,7 +91,7 @@ std::string RunOutOfMemoryAndRecover() {
 using OutOfMemoryTest = tierpool_testing::AddressSpaceLimitTest;
 
 TEST_F(OutOfMemoryTest, AllocateReturnsNullNewThrowsAndThePoolRecovers) {
-  EXPECT_VERDICT_IN_CHILD(RunOutOfMemoryAndRecover<step05::DefaultPoolTraits>());
+  EXPECT_VERDICT_IN_CHILD(RunOutOfMemoryAndRecover<PoolTraits>());
 }
 
 TEST_F(OutOfMemoryTest, TheHardenedPoolToo) {

@@ -1,8 +1,10 @@
-// Which pool a test file checks. object_pool_test.cpp and stress_test.cpp are built twice: as
-// step05_test and step05_stress_test for ObjectPool<T>'s default (every rung of the ladder), and
-// as step05_plain_test and step05_plain_stress_test for the plain design (STEP05_TEST_PLAIN). A
+// Which pool a test file checks. Every test file is built twice: as step05_test,
+// step05_debug_test, step05_stress_test and step05_oom_test for ObjectPool<T>'s default (every
+// rung of the ladder), and as step05_plain_test, step05_plain_debug_test,
+// step05_plain_stress_test and step05_plain_oom_test for the plain design (STEP05_TEST_PLAIN). A
 // test Traits that sizes the array of recent frees asks RecentOr(n), which leaves the array out
-// of the plain pool.
+// of the plain pool; the checks of the array's and the unrolled list's own hardening run on the
+// rungs that have them.
 #pragma once
 
 #include <cstddef>
