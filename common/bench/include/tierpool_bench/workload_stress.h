@@ -14,6 +14,8 @@
 //                        random sizes up to 32 KiB
 //   huge                 the same with blocks of 1 to 32 MiB
 //   threads64            64 threads on a small-block working set (more threads than cores)
+//   short-threads        threads that live for a few hundred allocations each, one after another
+//                        (a thread per request)
 //
 // Every block is stamped with a tag of its own when it is allocated and checked when it is freed,
 // and each run checks that the tags it freed are the tags it allocated: an allocator that hands
@@ -179,6 +181,11 @@ inline int Rounds(const RunOptions& options) {
   return options.rounds > 0 ? options.rounds : 1;
 }
 
+// How many times a run repeats its unit of work: `full` (`smoke` in a smoke run) per round.
+inline std::size_t PerRun(const RunOptions& options, std::size_t smoke, std::size_t full) {
+  return (options.smoke ? smoke : full) * std::size_t(Rounds(options));
+}
+
 }  // namespace stress
 
 // "larson" (Larson and Krishnan's server simulation, as in mimalloc-bench): one table of 16 384
@@ -263,8 +270,7 @@ struct ProdConsWorkload {
   template <class Alloc>
   static RunResult Run(Alloc& alloc, int threads, const RunOptions& options) {
     const int pairs = threads / 2 > 0 ? threads / 2 : 1;
-    const std::size_t batches =
-        (options.smoke ? 40 : kBatches) * std::size_t(stress::Rounds(options));
+    const std::size_t batches = stress::PerRun(options, 40, kBatches);
     const std::size_t plan = (options.smoke ? 40 : kBatches) * kBatch;
     std::vector<std::vector<std::uint32_t>> sizes(pairs);
     std::vector<std::unique_ptr<Lane>> lanes(pairs);
@@ -333,8 +339,7 @@ struct FalseShareWorkload {
 
   template <class Alloc>
   static RunResult Run(Alloc& alloc, int threads, const RunOptions& options) {
-    const std::size_t objects =
-        (options.smoke ? 20 : kObjects) * std::size_t(stress::Rounds(options));
+    const std::size_t objects = stress::PerRun(options, 20, kObjects);
     std::vector<void*> handed(threads, nullptr);
     if constexpr (kPassive) {
       for (int t = 0; t < threads; ++t) {
@@ -541,6 +546,58 @@ using WorksetWorkload = WorkingSetWorkload<WorksetParams>;
 using HugeWorkload = WorkingSetWorkload<HugeParams>;
 using Threads64Workload = WorkingSetWorkload<Threads64Params>;
 
+// "short-threads" (a thread per request or per task, as servers and std::async make them): each
+// of T lanes starts 500 threads one after another, each joined before the next starts. A thread
+// allocates 64 blocks of random size (16 B..1 KiB), writes a line of each, and frees them, four
+// times over, then exits: its allocator state is made, used for 256 pairs and given back. What an
+// allocator does when a thread starts and ends (a cache made, filled from shared memory, emptied
+// back) is most of what is measured, beside the thread's own creation, which costs every
+// allocator the same. A pair is one block.
+struct ShortThreadsWorkload {
+  static constexpr const char* kName = "short-threads";
+  static constexpr std::size_t kThreadsPerLane = 500;
+  static constexpr std::size_t kBlocks = 64;
+  static constexpr int kRepeats = 4;
+  static constexpr std::size_t kMinSize = 16;
+  static constexpr std::size_t kMaxSize = 1024;
+
+  template <class Alloc>
+  static RunResult Run(Alloc& alloc, int threads, const RunOptions& options) {
+    const std::size_t per_lane = stress::PerRun(options, 10, kThreadsPerLane);
+    const std::size_t draws =
+        kBlocks * 64;  // each thread takes kBlocks of them, from its own start
+    std::vector<std::vector<std::uint32_t>> sizes(threads);
+    for (int t = 0; t < threads; ++t)
+      sizes[t] = stress::UniformDraws(draws, kMinSize, kMaxSize, 4100u + unsigned(t));
+    std::vector<stress::TagSums> sums(threads);
+    const std::uint64_t wall = RunOnThreads(threads, [&](int t) {
+      stress::TagSums lane;
+      for (std::size_t n = 0; n < per_lane; ++n) {
+        std::thread([&, n] {
+          stress::Live live[kBlocks];
+          const std::size_t start = (n * 61) % (draws - kBlocks + 1);
+          for (int r = 0; r < kRepeats; ++r) {
+            for (std::size_t i = 0; i < kBlocks; ++i) {
+              live[i].size = sizes[t][start + i];
+              live[i].tag = stress::Tag(t, (n * kRepeats + std::size_t(r)) * kBlocks + i);
+              live[i].p = stress::AllocateOrFail(alloc, live[i].size, kName);
+              std::memset(live[i].p, 0x5a, std::min<std::size_t>(live[i].size, 64));
+              stress::Stamp(live[i].p, live[i].size, live[i].tag);
+              lane.allocated += live[i].tag;
+            }
+            for (stress::Live& block : live)
+              stress::Release(alloc, block, lane, kName);
+          }
+        }).join();
+      }
+      sums[t] = lane;
+    });
+    alloc.EndRound();
+    stress::CheckSums(sums, kName);
+    return {std::uint64_t(threads) * per_lane * kRepeats * kBlocks, wall};
+  }
+};
+
 // Every stress workload at its thread counts for one allocator. A step calls it with its own
 // allocators; RegisterStressPeers adds the malloc rows (glibc, and every preloaded library).
 template <class Alloc>
@@ -553,6 +610,7 @@ void RegisterStressWorkloads(const std::string& allocator) {
   RegisterThreads<WorksetWorkload, Alloc>(allocator, {2, 4});
   RegisterThreads<HugeWorkload, Alloc>(allocator, {1, 2});
   Register<Threads64Workload, Alloc>(allocator, 64);
+  Register<ShortThreadsWorkload, Alloc>(allocator, 2);
 }
 
 inline void RegisterStressPeers() {
