@@ -208,8 +208,7 @@ void CentralFreeList::ChainRuns(const Runs& runs, void** first, void** second) {
     last = object;
     ++got;
   };
-  for (int r = 0; r < runs.count; ++r) {
-    const Run& run = runs.run[r];
+  auto chain_run = [&](const Run& run) {
     switch (run.kind) {
       case RunKind::kList: {
         if (run.count == 0) break;  // (a span whose list is taken has objects on it)
@@ -233,6 +232,14 @@ void CentralFreeList::ChainRuns(const Runs& runs, void** first, void** second) {
           append(object);
         }
         break;
+    }
+  };
+  // Fresh objects first, then the ones that came back: fresh ones lie on lines no other thread
+  // has had (TakeFromSpansLocked carves to a line's end), where one that came back may share its
+  // line with objects another thread still writes, and a thread reuses its first objects most.
+  for (const bool carved : {true, false}) {
+    for (int r = 0; r < runs.count; ++r) {
+      if ((runs.run[r].kind == RunKind::kCarved) == carved) chain_run(runs.run[r]);
     }
   }
   if (got > 0) {

@@ -86,6 +86,9 @@ class ThreadCache {
   std::uint32_t length(std::size_t cl) const {
     return max_lengths_[cl] - static_cast<std::uint32_t>(rooms_[cl]);
   }
+  std::uint32_t max_length(std::size_t cl) const {
+    return max_lengths_[cl];
+  }
   // The list of `cl` is empty: refill it from the central cache and return one object
   // (nullptr when the OS refuses memory).
   void* FetchFromCentral(std::uint32_t cl);

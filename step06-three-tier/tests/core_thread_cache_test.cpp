@@ -109,6 +109,45 @@ TEST(ThreadCacheSharing, TwoThreadsNeverStartOnOneLineOfFreedObjects) {
   }
 }
 
+// Passive false sharing (Hoard's cache-scratch): one thread allocates an object for each of two
+// others, so the two share a cache line; each frees the one it was given and then allocates and
+// writes its own. A freed object kept by the freeing thread would be the first it allocates, and
+// the one it reuses from then on: the two threads would write one line for their whole lives.
+// Each must start on a line of its own instead, the line of neither object handed over.
+TEST(ThreadCacheSharing, AThreadDoesNotStartOnABlockAnotherThreadAllocated) {
+  for (std::size_t size : {8, 40, 56}) {
+    tierpool_thread_flush();  // the class starts afresh: no object of it in a cache or a span
+    tierpool_release_free_memory();
+    void* given[2] = {tierpool::ConcurrentAlloc(size), tierpool::ConcurrentAlloc(size)};
+    auto line = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) / kCacheLineSize; };
+    ASSERT_EQ(line(given[0]), line(given[1])) << "the test needs two objects of one line";
+    void* own[2] = {nullptr, nullptr};
+    std::atomic<int> started{0};
+    std::atomic<bool> checked{false};
+    auto worker = [&](int t) {
+      tierpool::ConcurrentFree(given[t], size);
+      own[t] = tierpool::ConcurrentAlloc(size);
+      tierpool::ConcurrentFree(own[t], size);  // reused from now on
+      void* again = tierpool::ConcurrentAlloc(size);
+      EXPECT_EQ(again, own[t]);
+      ++started;
+      while (!checked)  // alive (and writing) while the other one starts, as in the real thing
+        std::this_thread::yield();
+      tierpool::ConcurrentFree(again, size);
+    };
+    std::thread first(worker, 0);
+    std::thread second(worker, 1);
+    while (started < 2)
+      std::this_thread::yield();
+    for (int t = 0; t < 2; ++t)
+      EXPECT_NE(line(own[t]), line(given[0]))
+          << size << "-byte objects: thread " << t << " started on the line it was handed";
+    checked = true;
+    first.join();
+    second.join();
+  }
+}
+
 // The unrolled lists: objects of every shape of node (8-byte ones without items, 16-byte ones with
 // one, 48- and 64-byte ones with five and seven, bigger ones with seven) freed in a shuffled order,
 // part of them given back to the central cache (thread flush, so batches that end inside a node),
