@@ -7,7 +7,8 @@
 //   - an address overwritten in a free slot: every address kept there is stored encoded with the
 //     pool's secret key (LinkKey), and a decoded address that is no slot of the pool stops
 //     FollowLink() (see below).
-// The plain pool keeps an empty LinkKey and never calls the directory: it pays nothing.
+// A pool that is not hardened keeps an empty LinkKey and never calls the directory: it pays
+// nothing.
 #pragma once
 
 #include <algorithm>
@@ -43,7 +44,7 @@ namespace detail {
 // is the pool's, not a list's), such a write decodes to an address that is no slot of this pool,
 // and FollowLink() stops there.
 template <bool kHardened>
-struct LinkKey {  // the plain pool: every address stored as it is
+struct LinkKey {  // a pool that is not hardened: every address stored as it is
   explicit LinkKey(const void*) noexcept {}
   template <class Slot>
   Slot* Encode(Slot* slot) const noexcept {

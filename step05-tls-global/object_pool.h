@@ -57,8 +57,8 @@ struct PlainPoolTraits : NoRungs {  // every rung of the ladder off (ladder.h)
   // Blocks per BlockChunk: one mmap. 512 x 32 slots of 64 B = 1 MiB.
   static constexpr std::size_t kBlockChunkSize = 32;
   // Length of a full free list, the unit exchanged with a GlobalPool: one lock per this many
-  // frees (or allocations). A thread caches at most about twice this many free objects in its
-  // lists, plus kRecentSize in its array.
+  // frees (or allocations). A thread caches at most about this many free objects in its list,
+  // plus kRecentSize in its array.
   static constexpr std::size_t kFreeSlotsSize = 256;
   // GlobalPools, assigned to threads round-robin: fewer threads per lock, more memory spread.
   static constexpr std::size_t kGlobalPoolNum = 4;

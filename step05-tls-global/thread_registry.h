@@ -5,7 +5,8 @@
 // LocalPools, one per pool it used; every pool has its PoolLocals, the list of the LocalPools of
 // the threads that used it. One mutex guards both sides, and every link between threads and pools:
 //   - a thread exits: each of its LocalPools gives its lists and Block rest back to its pool
-//     (LocalPoolBase::ReturnToOwner(), which the pool's LocalPool implements), then is deleted;
+//     (LocalPoolBase::ReturnToOwner(), implemented by LocalPoolOf below: Detach, then Drain),
+//     then is deleted;
 //   - a pool dies: its LocalPools are marked orphaned, and their threads delete them when they
 //     exit (or when they next attach to a pool);
 //   - a thread uses a pool for the first time: its LocalPool is made and put on both lists.
@@ -158,8 +159,9 @@ struct LocalPoolOf : LocalPoolBase {
 template <class Global, class FreeSlots, class BlockRest, class Traits>
 class LeftByExitedThreads {
  public:
-  // A short list from an exiting thread: moved slot by slot (at most two lists' worth, once
-  // per thread) onto the partial list, which is parked as a full list once long enough.
+  // A short list from an exiting thread: moved slot by slot (at most a list's worth and the
+  // array's, once per thread) onto the partial list, which is parked as a full list once long
+  // enough.
   template <class Pool>
   void MergePartial(FreeSlots list, const Pool& pool) noexcept {
     Global& global = Self();

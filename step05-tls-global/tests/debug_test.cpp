@@ -166,6 +166,8 @@ TEST_F(AsanDeathTest, UseAfterFreeInsideThePoolIsReported) {
 // With an array of two recent frees, the first object freed becomes a node of the list and the
 // second is only an address kept in it: it is poisoned all the same, as are the two in the array.
 TEST_F(AsanDeathTest, UseAfterFreeOfAnItemSlotIsReported) {
+  if (!PoolTraits::kUnrolledList)
+    GTEST_SKIP() << "no items on this rung: every free slot is a node";
   step05::ObjectPool<Payload, ShortArray> pool;
   Payload* freed[4];
   for (auto*& p : freed)

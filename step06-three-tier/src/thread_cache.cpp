@@ -237,12 +237,13 @@ void PushFull(ThreadCache* tc, void* ptr, std::uint32_t cl) {
     if (tc == nullptr) return FreeUncached(ptr, cl);
     return PushChecked(tc, ptr, cl);
   }
-  // A list without a limit has not handed this thread one object of its class yet: the object
-  // freed into it was allocated by another thread, whose other objects may share its cache line.
-  // Kept here, it would be the first this thread allocates (the list is LIFO), and from then on
-  // the one it reuses: two threads writing one line (Hoard's passive false sharing). It goes
-  // back to its span instead, and this thread's first refill hands out fresh lines first
+  // A list without a limit is, most often, that of a class this thread never had an object of:
+  // the object freed into it was allocated by another thread, whose other objects may share its
+  // cache line. Kept here, it would be the first this thread allocates (the list is LIFO), and
+  // from then on the one it reuses: two threads writing one line (Hoard's passive false sharing).
+  // It goes back to its span instead, and a refill that carves hands out the fresh lines first
   // (CentralFreeList::ChainRuns). The list gets its limit all the same, for the frees to come.
+  // (A limit also falls to 0 when Steal takes it, or a flush: one free then goes this way.)
   const bool first_of_class = tc->max_length(cl) == 0;
   tc->MakeRoom(cl);
   Tick();

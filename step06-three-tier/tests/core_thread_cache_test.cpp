@@ -113,32 +113,37 @@ TEST(ThreadCacheSharing, TwoThreadsNeverStartOnOneLineOfFreedObjects) {
 // others, so the two share a cache line; each frees the one it was given and then allocates and
 // writes its own. A freed object kept by the freeing thread would be the first it allocates, and
 // the one it reuses from then on: the two threads would write one line for their whole lives.
-// Each must start on a line of its own instead, the line of neither object handed over.
+// Each must start on a line of its own instead, the line of neither object handed over. The
+// threads take turns (the second frees after the first has its object), both alive to the end;
+// sizes of which two objects share a line, starting from fresh spans.
 TEST(ThreadCacheSharing, AThreadDoesNotStartOnABlockAnotherThreadAllocated) {
-  for (std::size_t size : {8, 40, 56}) {
+  auto line = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) / kCacheLineSize; };
+  for (std::size_t size : {8, 48}) {
     tierpool_thread_flush();  // the class starts afresh: no object of it in a cache or a span
     tierpool_release_free_memory();
     void* given[2] = {tierpool::ConcurrentAlloc(size), tierpool::ConcurrentAlloc(size)};
-    auto line = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) / kCacheLineSize; };
     ASSERT_EQ(line(given[0]), line(given[1])) << "the test needs two objects of one line";
     void* own[2] = {nullptr, nullptr};
-    std::atomic<int> started{0};
+    std::atomic<int> turn{0};
     std::atomic<bool> checked{false};
     auto worker = [&](int t) {
+      while (turn != t)
+        std::this_thread::yield();
       tierpool::ConcurrentFree(given[t], size);
       own[t] = tierpool::ConcurrentAlloc(size);
       tierpool::ConcurrentFree(own[t], size);  // reused from now on
       void* again = tierpool::ConcurrentAlloc(size);
       EXPECT_EQ(again, own[t]);
-      ++started;
+      ++turn;
       while (!checked)  // alive (and writing) while the other one starts, as in the real thing
         std::this_thread::yield();
       tierpool::ConcurrentFree(again, size);
     };
     std::thread first(worker, 0);
     std::thread second(worker, 1);
-    while (started < 2)
+    while (turn < 2)
       std::this_thread::yield();
+    EXPECT_NE(line(own[0]), line(own[1])) << size << "-byte objects: two threads on one line";
     for (int t = 0; t < 2; ++t)
       EXPECT_NE(line(own[t]), line(given[0]))
           << size << "-byte objects: thread " << t << " started on the line it was handed";
@@ -146,6 +151,8 @@ TEST(ThreadCacheSharing, AThreadDoesNotStartOnABlockAnotherThreadAllocated) {
     first.join();
     second.join();
   }
+  tierpool_thread_flush();  // nothing of these classes left for the tests after this one
+  tierpool_release_free_memory();
 }
 
 // The unrolled lists: objects of every shape of node (8-byte ones without items, 16-byte ones with
@@ -241,6 +248,8 @@ TEST(CentralSpans, ObjectsBackOnTheirSpansComeOutOnceAndEverySpanEmpties) {
 // the first class's share: the second class's list takes the capacity over (Steal).
 TEST(ThreadCacheBudget, TheCapacityMovesToTheClassInUseAndNeverExceedsTheBudget) {
   std::thread worker([] {
+    // The allocator set up and this thread's cache counted, whichever test ran before.
+    tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(8), 8);
     const std::int64_t budget = ThreadBudget();
     ASSERT_GT(budget, 0);
     const auto churn = [&](std::size_t size) {
@@ -299,6 +308,7 @@ TEST(ThreadCacheBudget, AListOfPageSizedObjectsKeepsAFewOfThemOnly) {
 TEST(ThreadCacheBudget, ACacheGivesBackWhatIsAboveItsShareWhenThreadsCome) {
   std::thread worker([] {
     const std::size_t size = 64;
+    tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(size), size);  // as above
     std::vector<void*> live(static_cast<std::size_t>(2 * ThreadBudget()) / size);
     for (int round = 0; round < 3; ++round) {
       for (void*& p : live)

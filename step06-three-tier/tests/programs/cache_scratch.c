@@ -43,8 +43,9 @@ int main(int argc, char** argv) {
   void* given[64];
   for (int t = 0; t < threads; t++)
     given[t] = malloc((size_t)size);
-  for (int t = 0; t < threads; t++)
-    pthread_create(&ids[t], NULL, Work, given[t]);
+  for (int t = 0; t < threads; t++) {
+    if (given[t] == NULL || pthread_create(&ids[t], NULL, Work, given[t]) != 0) return 1;
+  }
   unsigned long total = 0;
   for (int t = 0; t < threads; t++) {
     void* sum;

@@ -551,8 +551,8 @@ using Threads64Workload = WorkingSetWorkload<Threads64Params>;
 // allocates 64 blocks of random size (16 B..1 KiB), writes a line of each, and frees them, four
 // times over, then exits: its allocator state is made, used for 256 pairs and given back. What an
 // allocator does when a thread starts and ends (a cache made, filled from shared memory, emptied
-// back) is most of what is measured, beside the thread's own creation, which costs every
-// allocator the same. A pair is one block.
+// back) is measured beside the thread's own creation and exit, the kernel's work, which costs
+// every allocator the same and takes most of the time. A pair is one block.
 struct ShortThreadsWorkload {
   static constexpr const char* kName = "short-threads";
   static constexpr std::size_t kThreadsPerLane = 500;
