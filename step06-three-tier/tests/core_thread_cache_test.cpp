@@ -242,6 +242,64 @@ TEST(CentralSpans, ObjectsBackOnTheirSpansComeOutOnceAndEverySpanEmpties) {
   EXPECT_EQ(after.central_cache_bytes, 0u);
 }
 
+// A class's transfer slots grow while threads keep taking its batches back (tcmalloc's
+// transfer cache sized by demand): a thread that frees more than the slots hold and allocates it
+// all again, round after round, finds more of its batches parked each round, until they all
+// are, instead of going through their spans one object at a time. Once drained, the slots are
+// the class's own number again.
+TEST(CentralSlots, SlotsGrowWhileThreadsTakeTheirBatchesBack) {
+  tierpool_thread_flush();
+  tierpool_release_free_memory();
+  ASSERT_EQ(CentralFreeList::ParkedBytes(), 0u);
+  const std::size_t size = 64;
+  const SizeClassInfo& info = kClasses[SizeToClass(size)];
+  const std::size_t own_slots_bytes = std::size_t{info.transfer_slots} * info.batch * info.size;
+  // Eight times what the class's own slots hold; the slots double at most once a round.
+  std::vector<void*> live(8 * own_slots_bytes / size);
+  std::size_t parked[5] = {};
+  for (std::size_t& after_round : parked) {
+    for (void*& p : live)
+      p = tierpool::ConcurrentAlloc(size);
+    for (void* p : live)
+      tierpool::ConcurrentFree(p, size);
+    tierpool_thread_flush();  // the cache's lists go to the central list, as batches
+    after_round = CentralFreeList::ParkedBytes();
+  }
+  EXPECT_LE(parked[0], own_slots_bytes);
+  EXPECT_GE(parked[4], 4 * own_slots_bytes) << "the slots did not grow";
+  EXPECT_LE(parked[4], 8 * own_slots_bytes);
+  tierpool_release_free_memory();  // drains every slot
+  EXPECT_EQ(CentralFreeList::ParkedBytes(), 0u);
+  for (void*& p : live)
+    p = tierpool::ConcurrentAlloc(size);
+  for (void* p : live)
+    tierpool::ConcurrentFree(p, size);
+  tierpool_thread_flush();
+  EXPECT_LE(CentralFreeList::ParkedBytes(), own_slots_bytes) << "the slots stayed grown";
+  tierpool_release_free_memory();
+}
+
+// Batches that only come in, never taken back (a thread freeing, in parts, what it will not
+// allocate again), find no more slots than the class's own: the rest go back to their spans,
+// which can then go back to the page heap.
+TEST(CentralSlots, SlotsNobodyTakesFromDoNotGrow) {
+  tierpool_thread_flush();
+  tierpool_release_free_memory();
+  const std::size_t size = 64;
+  const SizeClassInfo& info = kClasses[SizeToClass(size)];
+  const std::size_t own_slots_bytes = std::size_t{info.transfer_slots} * info.batch * info.size;
+  std::vector<void*> live(8 * own_slots_bytes / size);
+  for (void*& p : live)
+    p = tierpool::ConcurrentAlloc(size);
+  for (std::size_t part = 0; part < 8; ++part) {
+    for (std::size_t i = part * live.size() / 8; i < (part + 1) * live.size() / 8; ++i)
+      tierpool::ConcurrentFree(live[i], size);
+    tierpool_thread_flush();
+    EXPECT_LE(CentralFreeList::ParkedBytes(), own_slots_bytes) << "part " << part;
+  }
+  tierpool_release_free_memory();
+}
+
 // The byte budget bounds what a cache may hold (the sum of its lists' limits), not what it holds
 // at each free, so the fast paths do not count bytes. A thread that churns one class up to the
 // budget and then moves to another must neither hold more than its budget at any time nor keep
