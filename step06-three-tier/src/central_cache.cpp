@@ -134,7 +134,7 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_
   return got;
 }
 
-void CentralFreeList::InsertRange(void* first, void* second, int n) {
+void CentralFreeList::InsertRange(void* first, void* second, int n, bool to_back) {
   // The class's fields are read without the lock: set once, before the in-use bit (release),
   // so an object of a class that was never set up (freed with a wrong size) sets it up first.
   const auto cl = static_cast<std::uint32_t>(this - all_);
@@ -156,7 +156,7 @@ void CentralFreeList::InsertRange(void* first, void* second, int n) {
     }
     lock_.Unlock();
   }
-  ReleaseToSpans(first, second, n);
+  ReleaseToSpans(first, second, n, to_back);
 }
 
 // The parked batches are taken apart under the lock, as a rare path may: a caller that drains
@@ -350,7 +350,8 @@ void CentralFreeList::ReadBatch(void* first, void* second, int n, ReadObjects& o
 // Pushes each object read on its span's list; spans whose objects have all come back are chained
 // on *emptied, for the page heap after the lock. `parked`: the objects were counted free here
 // when their batch was parked (strays included, which are their own class's now).
-void CentralFreeList::ReleaseReadLocked(const ReadObjects& read, bool parked, Span** emptied) {
+void CentralFreeList::ReleaseReadLocked(const ReadObjects& read, bool parked, Span** emptied,
+                                        bool to_back) {
   if (!parked) {
     free_objects_.fetch_add(static_cast<std::size_t>(read.kept), std::memory_order_relaxed);
     out_objects_.fetch_sub(static_cast<std::size_t>(read.kept), std::memory_order_relaxed);
@@ -360,27 +361,34 @@ void CentralFreeList::ReleaseReadLocked(const ReadObjects& read, bool parked, Sp
     out_objects_.fetch_add(strays, std::memory_order_relaxed);
   }
   for (int i = 0; i < read.kept; ++i)
-    ReleaseObjectLocked(read.objects[i], read.spans[i], emptied);
+    ReleaseObjectLocked(read.objects[i], read.spans[i], emptied, to_back);
 }
 
 // A batch's objects back to their spans. Everything that needs no lock is done before it is
 // taken, as tcmalloc does (ReadBatch): under the lock there is only the push of each object on its
 // span's list.
-void CentralFreeList::ReleaseToSpans(void* first, void* second, int n) {
+void CentralFreeList::ReleaseToSpans(void* first, void* second, int n, bool to_back) {
   ReadObjects read;
   void* strays = nullptr;
   ReadBatch(first, second, n, read, &strays);
   Span* emptied = nullptr;
   lock_.Lock();
-  ReleaseReadLocked(read, /*parked=*/false, &emptied);
+  ReleaseReadLocked(read, /*parked=*/false, &emptied, to_back);
   lock_.Unlock();
   ReturnSpans(emptied, false);
   ReturnStrays(strays);
 }
 
-void CentralFreeList::ReleaseObjectLocked(void* object, Span* span, Span** emptied) {
-  StoreNext(object, span->free_list);
-  span->free_list = object;
+void CentralFreeList::ReleaseObjectLocked(void* object, Span* span, Span** emptied, bool to_back) {
+  if (to_back && span->free_list != nullptr) {
+    StoreNext(object, nullptr);
+    StoreNext(span->free_tail, object);
+    span->free_tail = object;
+  } else {
+    if (span->free_list == nullptr) span->free_tail = object;
+    StoreNext(object, span->free_list);
+    span->free_list = object;
+  }
   if (--span->allocated == 0) {
     if (span->in_central_list) spans_.Remove(span);
     span->in_central_list = false;

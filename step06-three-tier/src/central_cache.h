@@ -56,8 +56,9 @@ class alignas(64) CentralFreeList {
   // `whole_batch`, a parked batch whole when there is one (more than `n` if n < batch). Returns
   // how many (0 only when the OS refuses memory).
   int RemoveRange(void** first, void** second, int n, bool whole_batch = false);
-  // Takes back a batch of `n` objects starting first, second.
-  void InsertRange(void* first, void* second, int n);
+  // Takes back a batch of `n` objects starting first, second. `to_back`: they go to the back of
+  // their spans' lists, to be handed out after everything else there (ReleaseObjectLocked).
+  void InsertRange(void* first, void* second, int n, bool to_back = false);
   // Whether the list of class `cl` was ever used: the drains skip the others, which nothing
   // has written (their pages never touched).
   static bool InUse(std::uint32_t cl) {
@@ -106,12 +107,13 @@ class alignas(64) CentralFreeList {
     int kept;
   };
   void ReadBatch(void* first, void* second, int n, ReadObjects& out, void** strays) const;
-  void ReleaseReadLocked(const ReadObjects& read, bool parked, Span** emptied);
+  void ReleaseReadLocked(const ReadObjects& read, bool parked, Span** emptied,
+                         bool to_back = false);
   // A batch's objects back to their spans: read before the lock, pushed under it.
-  void ReleaseToSpans(void* first, void* second, int n);
-  // One object on its span's list; a span that has all its objects back is chained on *emptied,
-  // for the page heap after the lock.
-  void ReleaseObjectLocked(void* object, Span* span, Span** emptied);
+  void ReleaseToSpans(void* first, void* second, int n, bool to_back);
+  // One object on its span's list, at its head (or its back); a span that has all its objects
+  // back is chained on *emptied, for the page heap after the lock.
+  void ReleaseObjectLocked(void* object, Span* span, Span** emptied, bool to_back);
   void ReturnStrays(void* strays);
   void ReturnLargeStray(void* object);
   void SetUpLocked();

@@ -27,6 +27,7 @@ struct Span {
 
   // Small-object spans only (the central cache's lock guards them):
   void* free_list = nullptr;    // objects that came back, linked through their first word
+  void* free_tail = nullptr;    // the list's last object (meaningful while the list is not empty)
   char* carve_next = nullptr;   // objects never handed out start here (carved lazily: a fresh
   char* carve_end = nullptr;    // span's pages are not touched until its objects are needed)
   std::uint32_t allocated = 0;  // objects out of the span (in thread caches or with the user)

@@ -25,10 +25,11 @@ void* AllocateUncached(std::uint32_t cl) {
   return HandOut(first, cl);
 }
 
-// `ptr` is already checked and marked free.
-void FreeUncached(void* ptr, std::uint32_t cl) {
+// `ptr` is already checked and marked free. `to_back`: another thread's object, most likely
+// (PushFull), handed out again after everything else on its span's list.
+void FreeUncached(void* ptr, std::uint32_t cl, bool to_back = false) {
   StoreNext(ptr, nullptr);
-  G().central[cl].InsertRange(ptr, nullptr, 1);
+  G().central[cl].InsertRange(ptr, nullptr, 1, to_back);
 }
 }  // namespace
 
@@ -241,14 +242,15 @@ void PushFull(ThreadCache* tc, void* ptr, std::uint32_t cl) {
   // the object freed into it was allocated by another thread, whose other objects may share its
   // cache line. Kept here, it would be the first this thread allocates (the list is LIFO), and
   // from then on the one it reuses: two threads writing one line (Hoard's passive false sharing).
-  // It goes back to its span instead, and a refill that carves hands out the fresh lines first
-  // (CentralFreeList::ChainRuns). The list gets its limit all the same, for the frees to come.
-  // (A limit also falls to 0 when Steal takes it, or a flush: one free then goes this way.)
+  // It goes back to its span instead, at the back of the span's list: a refill hands out fresh
+  // lines first (CentralFreeList::ChainRuns), then the objects that came back with their lines,
+  // and this one last. The list gets its limit all the same, for the frees to come. (A limit
+  // also falls to 0 when Steal takes it, or a flush: one free then goes this way.)
   const bool first_of_class = tc->max_length(cl) == 0;
   tc->MakeRoom(cl);
   Tick();
   if (!first_of_class && tc->room(cl) > 0) return PushChecked(tc, ptr, cl);
-  FreeUncached(ptr, cl);  // (or: the budget is spent and this list has a limit of 0)
+  FreeUncached(ptr, cl, first_of_class);  // (or: the budget is spent, the list's limit 0)
 }
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS

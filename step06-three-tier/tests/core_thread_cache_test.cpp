@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -113,45 +114,80 @@ TEST(ThreadCacheSharing, TwoThreadsNeverStartOnOneLineOfFreedObjects) {
 // others, so the two share a cache line; each frees the one it was given and then allocates and
 // writes its own. A freed object kept by the freeing thread would be the first it allocates, and
 // the one it reuses from then on: the two threads would write one line for their whole lives.
-// Each must start on a line of its own instead, the line of neither object handed over. The
-// threads take turns (the second frees after the first has its object), both alive to the end;
-// sizes of which two objects share a line, starting from fresh spans.
-TEST(ThreadCacheSharing, AThreadDoesNotStartOnABlockAnotherThreadAllocated) {
+// Each must start on a line of its own instead (and, from fresh spans, on the line of neither
+// object handed over). The threads take turns (the second frees after the first has its object),
+// both alive to the end.
+void CheckThreadsStartApart(std::size_t size, const char* when, bool fresh_spans) {
   auto line = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) / kCacheLineSize; };
+  // Two objects of one line, allocated one after the other (the ones before them stay live
+  // until the end, so that the allocations go on from where they were).
+  void* given[2] = {tierpool::ConcurrentAlloc(size), tierpool::ConcurrentAlloc(size)};
+  std::vector<void*> skipped;
+  while (line(given[0]) != line(given[1]) && skipped.size() < 64) {
+    skipped.push_back(given[0]);
+    given[0] = given[1];
+    given[1] = tierpool::ConcurrentAlloc(size);
+  }
+  ASSERT_EQ(line(given[0]), line(given[1])) << when << ": the test needs two objects of one line";
+  void* own[2] = {nullptr, nullptr};
+  std::atomic<int> turn{0};
+  std::atomic<bool> checked{false};
+  auto worker = [&](int t) {
+    while (turn != t)
+      std::this_thread::yield();
+    tierpool::ConcurrentFree(given[t], size);
+    own[t] = tierpool::ConcurrentAlloc(size);
+    tierpool::ConcurrentFree(own[t], size);  // reused from now on
+    void* again = tierpool::ConcurrentAlloc(size);
+    EXPECT_EQ(again, own[t]);
+    ++turn;
+    while (!checked)  // alive (and writing) while the other one starts, as in the real thing
+      std::this_thread::yield();
+    tierpool::ConcurrentFree(again, size);
+  };
+  std::thread first(worker, 0);
+  std::thread second(worker, 1);
+  while (turn < 2)
+    std::this_thread::yield();
+  EXPECT_NE(line(own[0]), line(own[1]))
+      << size << "-byte objects, " << when << ": two threads on one line";
+  for (int t = 0; t < 2 && fresh_spans; ++t)
+    EXPECT_NE(line(own[t]), line(given[0])) << size << "-byte objects, " << when << ": thread " << t
+                                            << " started on the line it was handed";
+  checked = true;
+  first.join();
+  second.join();
+  for (void* p : skipped)
+    tierpool::ConcurrentFree(p, size);
+}
+
+// Sizes of which two objects share a line, starting from fresh spans.
+TEST(ThreadCacheSharing, AThreadDoesNotStartOnABlockAnotherThreadAllocated) {
   for (std::size_t size : {8, 48}) {
     tierpool_thread_flush();  // the class starts afresh: no object of it in a cache or a span
     tierpool_release_free_memory();
-    void* given[2] = {tierpool::ConcurrentAlloc(size), tierpool::ConcurrentAlloc(size)};
-    ASSERT_EQ(line(given[0]), line(given[1])) << "the test needs two objects of one line";
-    void* own[2] = {nullptr, nullptr};
-    std::atomic<int> turn{0};
-    std::atomic<bool> checked{false};
-    auto worker = [&](int t) {
-      while (turn != t)
-        std::this_thread::yield();
-      tierpool::ConcurrentFree(given[t], size);
-      own[t] = tierpool::ConcurrentAlloc(size);
-      tierpool::ConcurrentFree(own[t], size);  // reused from now on
-      void* again = tierpool::ConcurrentAlloc(size);
-      EXPECT_EQ(again, own[t]);
-      ++turn;
-      while (!checked)  // alive (and writing) while the other one starts, as in the real thing
-        std::this_thread::yield();
-      tierpool::ConcurrentFree(again, size);
-    };
-    std::thread first(worker, 0);
-    std::thread second(worker, 1);
-    while (turn < 2)
-      std::this_thread::yield();
-    EXPECT_NE(line(own[0]), line(own[1])) << size << "-byte objects: two threads on one line";
-    for (int t = 0; t < 2; ++t)
-      EXPECT_NE(line(own[t]), line(given[0]))
-          << size << "-byte objects: thread " << t << " started on the line it was handed";
-    checked = true;
-    first.join();
-    second.join();
+    CheckThreadsStartApart(size, "fresh spans", /*fresh_spans=*/true);
   }
   tierpool_thread_flush();  // nothing of these classes left for the tests after this one
+  tierpool_release_free_memory();
+}
+
+// The same, over and over in one process (the benchmark's `false-share-passive`): from the
+// second time on, the class's spans hold the objects of the times before, which a refill takes
+// before it carves. An object freed by a thread that had no list for its class goes to the back
+// of its span's list (at the head, the first thread to refill took the object the second had
+// just freed, and the second the one the first had). The objects handed over may be taken again
+// (neither of the threads they were handed to uses them), but never by both threads.
+TEST(ThreadCacheSharing, AThreadDoesNotStartOnABlockAnotherThreadAllocatedTimeAfterTime) {
+  for (std::size_t size : {8, 48}) {
+    tierpool_thread_flush();
+    tierpool_release_free_memory();
+    for (int time = 1; time <= 6; ++time) {
+      const std::string when = "time " + std::to_string(time);
+      CheckThreadsStartApart(size, when.c_str(), /*fresh_spans=*/false);
+    }
+  }
+  tierpool_thread_flush();
   tierpool_release_free_memory();
 }
 
