@@ -65,9 +65,10 @@ bool CentralFreeList::GrowSlotsLocked() {
   const std::size_t batch_bytes = std::size_t{object_size_} * static_cast<std::size_t>(batch_);
   if (max == 0 || std::size_t(2 * max) * batch_bytes > kMaxParkedBytesOnDemand) return false;
   if (2 * max > slot_storage_) {
-    // Storage from the metadata arena (its lock comes after ours), kept when the slots shrink
-    // back: a class that grew once is likely to grow again. The outgrown array stays in the
-    // arena, unused: at most as big as the new one, for a class that grew at all.
+    // Storage from the metadata arena (its lock comes after ours; it may map a chunk, under our
+    // lock, on the few growths that need one), kept when the slots shrink back: a class that grew
+    // once is likely to grow again. The outgrown array stays in the arena, unused: at most as big
+    // as the new one, for a class that grew at all.
     auto* grown = static_cast<Batch*>(Metadata().Allocate(sizeof(Batch) * std::size_t(2 * max)));
     if (grown == nullptr) return false;
     const int used = used_slots_.load(std::memory_order_relaxed);
@@ -168,7 +169,8 @@ bool CentralFreeList::DrainIfIdle(bool all) {
   lock_.Lock();
   int used = used_slots_.load(std::memory_order_relaxed);
   const std::uint64_t takes = slot_takes_.load(std::memory_order_relaxed);
-  const bool idle = used > 0 && (all || takes == slot_takes_seen_);
+  const bool quiet = all || takes == slot_takes_seen_;  // nobody took a batch since the last look
+  const bool idle = used > 0 && quiet;
   slot_takes_seen_ = takes;
   if (idle) {
     ReadObjects read;
@@ -179,8 +181,11 @@ bool CentralFreeList::DrainIfIdle(bool all) {
       ReleaseReadLocked(read, /*parked=*/true, &emptied);
     }
     used_slots_.store(0, std::memory_order_relaxed);
-    // Idle: whatever demand grew the slots has passed, and the takes that showed it are
-    // forgotten.
+  }
+  if (quiet) {
+    // Whatever demand grew the slots has passed (they are empty now, drained or taken), and the
+    // takes that showed it are forgotten: a class whose batches only come in from now on does
+    // not grow on the strength of takes long past.
     max_slots_.store(base_slots_, std::memory_order_relaxed);
     slot_takes_when_full_.store(takes, std::memory_order_relaxed);
   }

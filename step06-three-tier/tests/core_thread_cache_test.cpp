@@ -278,6 +278,16 @@ TEST(CentralSpans, ObjectsBackOnTheirSpansComeOutOnceAndEverySpanEmpties) {
   EXPECT_EQ(after.central_cache_bytes, 0u);
 }
 
+// What a class's own transfer slots hold. The tests of the slots use a class of 128 KiB objects,
+// whose own slots hold 1 MiB in four batches of two: each round is a few dozen objects, quick
+// even under valgrind, so that no idle drain (a look every 40 ms that finds no batch taken since
+// the previous one) falls inside a round.
+constexpr std::size_t kSlotTestSize = 128 * 1024;
+std::size_t OwnSlotsBytes() {
+  const SizeClassInfo& info = kClasses[SizeToClass(kSlotTestSize)];
+  return std::size_t{info.transfer_slots} * info.batch * info.size;
+}
+
 // A class's transfer slots grow while threads keep taking its batches back (tcmalloc's
 // transfer cache sized by demand): a thread that frees more than the slots hold and allocates it
 // all again, round after round, finds more of its batches parked each round, until they all
@@ -287,51 +297,67 @@ TEST(CentralSlots, SlotsGrowWhileThreadsTakeTheirBatchesBack) {
   tierpool_thread_flush();
   tierpool_release_free_memory();
   ASSERT_EQ(CentralFreeList::ParkedBytes(), 0u);
-  const std::size_t size = 64;
-  const SizeClassInfo& info = kClasses[SizeToClass(size)];
-  const std::size_t own_slots_bytes = std::size_t{info.transfer_slots} * info.batch * info.size;
+  const std::size_t own = OwnSlotsBytes();
+  ASSERT_GT(own, 0u);
   // Eight times what the class's own slots hold; the slots double at most once a round.
-  std::vector<void*> live(8 * own_slots_bytes / size);
+  std::vector<void*> live(8 * own / kSlotTestSize);
   std::size_t parked[5] = {};
   for (std::size_t& after_round : parked) {
     for (void*& p : live)
-      p = tierpool::ConcurrentAlloc(size);
+      p = tierpool::ConcurrentAlloc(kSlotTestSize);
     for (void* p : live)
-      tierpool::ConcurrentFree(p, size);
-    tierpool_thread_flush();  // the cache's lists go to the central list, as batches
+      tierpool::ConcurrentFree(p, kSlotTestSize);
+    tierpool_thread_flush();  // what the cache still holds goes to the central list too
     after_round = CentralFreeList::ParkedBytes();
   }
-  EXPECT_LE(parked[0], own_slots_bytes);
-  EXPECT_GE(parked[4], 4 * own_slots_bytes) << "the slots did not grow";
-  EXPECT_LE(parked[4], 8 * own_slots_bytes);
+  EXPECT_LE(parked[0], own);
+  EXPECT_GE(parked[4], 4 * own) << "the slots did not grow";
+  EXPECT_LE(parked[4], 8 * own);
   tierpool_release_free_memory();  // drains every slot
   EXPECT_EQ(CentralFreeList::ParkedBytes(), 0u);
   for (void*& p : live)
-    p = tierpool::ConcurrentAlloc(size);
+    p = tierpool::ConcurrentAlloc(kSlotTestSize);
   for (void* p : live)
-    tierpool::ConcurrentFree(p, size);
+    tierpool::ConcurrentFree(p, kSlotTestSize);
   tierpool_thread_flush();
-  EXPECT_LE(CentralFreeList::ParkedBytes(), own_slots_bytes) << "the slots stayed grown";
+  EXPECT_LE(CentralFreeList::ParkedBytes(), own) << "the slots stayed grown";
   tierpool_release_free_memory();
 }
 
 // Batches that only come in, never taken back (a thread freeing, in parts, what it will not
 // allocate again), find no more slots than the class's own: the rest go back to their spans,
-// which can then go back to the page heap.
+// which can then go back to the page heap. So too when batches were taken from the slots before
+// (emptying them) and a drain has looked since and found none taken: takes long past are no
+// demand.
 TEST(CentralSlots, SlotsNobodyTakesFromDoNotGrow) {
-  tierpool_thread_flush();
-  tierpool_release_free_memory();
-  const std::size_t size = 64;
-  const SizeClassInfo& info = kClasses[SizeToClass(size)];
-  const std::size_t own_slots_bytes = std::size_t{info.transfer_slots} * info.batch * info.size;
-  std::vector<void*> live(8 * own_slots_bytes / size);
-  for (void*& p : live)
-    p = tierpool::ConcurrentAlloc(size);
-  for (std::size_t part = 0; part < 8; ++part) {
-    for (std::size_t i = part * live.size() / 8; i < (part + 1) * live.size() / 8; ++i)
-      tierpool::ConcurrentFree(live[i], size);
+  const std::size_t own = OwnSlotsBytes();
+  for (const bool taken_before : {false, true}) {
     tierpool_thread_flush();
-    EXPECT_LE(CentralFreeList::ParkedBytes(), own_slots_bytes) << "part " << part;
+    tierpool_release_free_memory();
+    std::vector<void*> live(8 * own / kSlotTestSize);
+    for (void*& p : live)
+      p = tierpool::ConcurrentAlloc(kSlotTestSize);
+    std::vector<void*> extra(own / kSlotTestSize);  // what the class's own slots hold
+    if (taken_before) {
+      for (void*& p : extra)
+        p = tierpool::ConcurrentAlloc(kSlotTestSize);
+      for (void* p : extra)
+        tierpool::ConcurrentFree(p, kSlotTestSize);
+      tierpool_thread_flush();  // parked: the slots are full
+      for (void*& p : extra)
+        p = tierpool::ConcurrentAlloc(kSlotTestSize);  // taken back: the slots are empty
+      tierpool_release_free_memory();  // a drain's look, which finds the slots empty
+      for (void* p : extra)
+        tierpool::ConcurrentFree(p, kSlotTestSize);
+      tierpool_thread_flush();  // parked again, filling the slots
+    }
+    for (std::size_t part = 0; part < 8; ++part) {
+      for (std::size_t i = part * live.size() / 8; i < (part + 1) * live.size() / 8; ++i)
+        tierpool::ConcurrentFree(live[i], kSlotTestSize);
+      tierpool_thread_flush();
+      EXPECT_LE(CentralFreeList::ParkedBytes(), own)
+          << "part " << part << (taken_before ? ", batches taken before" : "");
+    }
   }
   tierpool_release_free_memory();
 }
