@@ -1,7 +1,6 @@
 #include "central_cache.h"
 
 #include "memory_tools.h"
-#include "metadata.h"
 #include "page_heap.h"
 #include "page_map.h"
 
@@ -15,70 +14,17 @@ void CentralFreeList::Attach(PageHeap* page_heap, PageMap* page_map, CentralFree
   all_slots_ = slots;
 }
 
-// Slots below the class's own number count against kMaxParkedBytes, slots it grew on demand
-// against kMaxParkedBytesOnDemand: a class that grew cannot take the slots of classes that did not.
-bool CentralFreeList::MayPark(std::size_t bytes) const {
-  const int used = used_slots_.load(std::memory_order_relaxed);
-  if (used >= max_slots_.load(std::memory_order_relaxed) &&
-      slot_takes_.load(std::memory_order_relaxed) ==
-          slot_takes_when_full_.load(std::memory_order_relaxed))
-    return false;  // full, and no demand to grow them (ParkLocked)
-  const bool grown = used >= base_slots_;
-  return parked_bytes_[grown].load(std::memory_order_relaxed) + bytes <= kParkedBound[grown];
-}
-
-bool CentralFreeList::Park(int slot) {
+bool CentralFreeList::Park() {
   const std::size_t bytes = std::size_t{object_size_} * static_cast<std::size_t>(batch_);
-  const bool grown = slot >= base_slots_;
-  if (parked_bytes_[grown].fetch_add(bytes, std::memory_order_relaxed) + bytes <=
-      kParkedBound[grown])
+  if (parked_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes <= kMaxParkedBytes)
     return true;
-  parked_bytes_[grown].fetch_sub(bytes, std::memory_order_relaxed);
+  parked_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
   return false;
 }
 
-void CentralFreeList::Unpark(int slot) {
-  parked_bytes_[slot >= base_slots_].fetch_sub(
-      std::size_t{object_size_} * static_cast<std::size_t>(batch_), std::memory_order_relaxed);
-}
-
-bool CentralFreeList::ParkLocked(void* first, void* second) {
-  const int used = used_slots_.load(std::memory_order_relaxed);
-  if (used == max_slots_.load(std::memory_order_relaxed)) {
-    // Full. Grown only if threads took batches since the slots were last found full: they are
-    // cycling through every slot, and more would have been used. A class whose batches only
-    // come in (a thread freeing what it will not allocate again) never grows; those batches go
-    // back to their spans, which can then go back to the page heap.
-    const std::uint64_t takes = slot_takes_.load(std::memory_order_relaxed);
-    const bool demand = takes != slot_takes_when_full_.load(std::memory_order_relaxed);
-    slot_takes_when_full_.store(takes, std::memory_order_relaxed);
-    if (!demand || !GrowSlotsLocked()) return false;
-  }
-  if (!Park(used)) return false;
-  slots_[used] = Batch{first, second};
-  used_slots_.store(used + 1, std::memory_order_relaxed);
-  return true;
-}
-
-bool CentralFreeList::GrowSlotsLocked() {
-  const int max = max_slots_.load(std::memory_order_relaxed);
-  const std::size_t batch_bytes = std::size_t{object_size_} * static_cast<std::size_t>(batch_);
-  if (max == 0 || std::size_t(2 * max) * batch_bytes > kMaxParkedBytesOnDemand) return false;
-  if (2 * max > slot_storage_) {
-    // Storage from the metadata arena (its lock comes after ours; it may map a chunk, under our
-    // lock, on the few growths that need one), kept when the slots shrink back: a class that grew
-    // once is likely to grow again. The outgrown array stays in the arena, unused: at most as big
-    // as the new one, for a class that grew at all.
-    auto* grown = static_cast<Batch*>(Metadata().Allocate(sizeof(Batch) * std::size_t(2 * max)));
-    if (grown == nullptr) return false;
-    const int used = used_slots_.load(std::memory_order_relaxed);
-    for (int i = 0; i < used; ++i)
-      grown[i] = slots_[i];
-    slots_ = grown;
-    slot_storage_ = 2 * max;
-  }
-  max_slots_.store(2 * max, std::memory_order_relaxed);
-  return true;
+void CentralFreeList::Unpark() {
+  parked_bytes_.fetch_sub(std::size_t{object_size_} * static_cast<std::size_t>(batch_),
+                          std::memory_order_relaxed);
 }
 
 void CentralFreeList::SetUpLocked() {
@@ -86,9 +32,7 @@ void CentralFreeList::SetUpLocked() {
   slots_ = all_slots_[size_class_];
   object_size_ = kClasses[size_class_].size;
   batch_ = kClasses[size_class_].batch;
-  base_slots_ = kTransferSlots ? kClasses[size_class_].transfer_slots : 0;
-  slot_storage_ = base_slots_;
-  max_slots_.store(base_slots_, std::memory_order_relaxed);
+  max_slots_ = kTransferSlots ? kClasses[size_class_].transfer_slots : 0;
   in_use_[size_class_ / 64].fetch_or(std::uint64_t{1} << (size_class_ % 64),
                                      std::memory_order_release);
 }
@@ -106,8 +50,8 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_
     n = batch_;
     const Batch& batch = slots_[used - 1];
     used_slots_.store(used - 1, std::memory_order_relaxed);
-    Unpark(used - 1);
-    slot_takes_.store(slot_takes_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    Unpark();
+    ++slot_takes_;
     *first = batch.first;
     *second = batch.second;
     free_objects_.fetch_sub(static_cast<std::size_t>(n), std::memory_order_relaxed);
@@ -144,12 +88,17 @@ void CentralFreeList::InsertRange(void* first, void* second, int n, bool to_back
     if (object_size_ == 0) SetUpLocked();
     lock_.Unlock();
   }
-  // A full batch is parked in a slot if there is one free (or the slots may grow) and the slots
-  // of all classes have room. Both are looked at before the lock too: when the batch cannot be
-  // parked, the lock is taken once, for the spans, not twice.
-  if (n == batch_ && MayPark(std::size_t{object_size_} * static_cast<std::size_t>(batch_))) {
+  // A full batch is parked in a slot if there is one free and the slots of all classes have room.
+  // Both are looked at before the lock too: when the batch cannot be parked, the lock is taken
+  // once, for the spans, not twice.
+  const std::size_t bytes = std::size_t{object_size_} * static_cast<std::size_t>(batch_);
+  if (n == batch_ && used_slots_.load(std::memory_order_relaxed) < max_slots_ &&
+      parked_bytes_.load(std::memory_order_relaxed) + bytes <= kMaxParkedBytes) {
     lock_.Lock();
-    if (ParkLocked(first, second)) {
+    const int used = used_slots_.load(std::memory_order_relaxed);
+    if (used < max_slots_ && Park()) {
+      slots_[used] = Batch{first, second};
+      used_slots_.store(used + 1, std::memory_order_relaxed);
       free_objects_.fetch_add(static_cast<std::size_t>(n), std::memory_order_relaxed);
       out_objects_.fetch_sub(static_cast<std::size_t>(n), std::memory_order_relaxed);
       lock_.Unlock();
@@ -168,26 +117,17 @@ bool CentralFreeList::DrainIfIdle(bool all) {
   void* strays = nullptr;
   lock_.Lock();
   int used = used_slots_.load(std::memory_order_relaxed);
-  const std::uint64_t takes = slot_takes_.load(std::memory_order_relaxed);
-  const bool quiet = all || takes == slot_takes_seen_;  // nobody took a batch since the last look
-  const bool idle = used > 0 && quiet;
-  slot_takes_seen_ = takes;
+  const bool idle = used > 0 && (all || slot_takes_ == slot_takes_seen_);
+  slot_takes_seen_ = slot_takes_;
   if (idle) {
     ReadObjects read;
     while (used > 0) {
       const Batch& batch = slots_[--used];
-      Unpark(used);
+      Unpark();
       ReadBatch(batch.first, batch.second, batch_, read, &strays);
       ReleaseReadLocked(read, /*parked=*/true, &emptied);
     }
     used_slots_.store(0, std::memory_order_relaxed);
-  }
-  if (quiet) {
-    // Whatever demand grew the slots has passed (they are empty now, drained or taken), and the
-    // takes that showed it are forgotten: a class whose batches only come in from now on does
-    // not grow on the strength of takes long past.
-    max_slots_.store(base_slots_, std::memory_order_relaxed);
-    slot_takes_when_full_.store(takes, std::memory_order_relaxed);
   }
   lock_.Unlock();
   ReturnSpans(emptied, true);

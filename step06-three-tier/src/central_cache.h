@@ -45,10 +45,7 @@ class alignas(64) CentralFreeList {
   // article 003's 208 lists cost a preloaded `ls` 7 page faults (and slots kept inside each list,
   // 63).
   // Bytes parked in the slots of every class (the release thread's clock runs while there are).
-  static std::size_t ParkedBytes() {
-    return parked_bytes_[0].load(std::memory_order_relaxed) +
-           parked_bytes_[1].load(std::memory_order_relaxed);
-  }
+  static std::size_t ParkedBytes() { return parked_bytes_.load(std::memory_order_relaxed); }
   static void Attach(PageHeap* page_heap, PageMap* page_map, CentralFreeList* all,
                      Batch (*slots)[kMaxTransferSlots]);
 
@@ -117,21 +114,10 @@ class alignas(64) CentralFreeList {
   void ReturnStrays(void* strays);
   void ReturnLargeStray(void* object);
   void SetUpLocked();
-  // A batch into / out of slot `slot`: counted against kMaxParkedBytes below the class's own
-  // number of slots, against kMaxParkedBytesOnDemand above it. Park is false (and counts
-  // nothing) when the batch would take the slots of all classes past that bound.
-  bool Park(int slot);
-  void Unpark(int slot);
-  static constexpr std::size_t kParkedBound[2] = {kMaxParkedBytes, kMaxParkedBytesOnDemand};
-  // A full batch into a slot, under the lock; false when there is no slot for it (the slots are
-  // full and show no demand for more, or the bound on parked bytes is reached).
-  bool ParkLocked(void* first, void* second);
-  // Doubles the class's slots (demand: they were found full again after batches were taken
-  // from them); false when the bound or the metadata arena refuses.
-  bool GrowSlotsLocked();
-  // Whether a full batch may find a slot, peeked without the lock (InsertRange): then the lock
-  // is taken once, for the spans, when it would not.
-  bool MayPark(std::size_t bytes) const;
+  // A batch into / out of the slots: counted against kMaxParkedBytes. Park is false (and counts
+  // nothing) when the batch would take the slots of all classes past it.
+  bool Park();
+  void Unpark();
   Span* NewSpan();
   void ReturnSpans(Span* emptied, bool long_idle);  // long_idle: FreedPages::kIdle
 
@@ -139,26 +125,18 @@ class alignas(64) CentralFreeList {
   std::uint32_t size_class_ = 0;
   std::uint32_t object_size_ = 0;
   int batch_ = 0;
-  int base_slots_ = 0;    // the class's transfer_slots
-  int slot_storage_ = 0;  // slots slots_ has room for
-  // The slots in use now: base_slots_, more while threads keep taking the batches
-  // (GrowSlotsLocked), base_slots_ again once a drain finds them idle. Written under the lock;
-  // InsertRange peeks at these three before it.
-  std::atomic<int> max_slots_{0};
-  std::atomic<int> used_slots_{0};
-  std::atomic<std::uint64_t> slot_takes_{0};            // batches taken from the slots, ever
-  std::uint64_t slot_takes_seen_ = 0;                   // ... as of the previous DrainIfIdle
-  std::atomic<std::uint64_t> slot_takes_when_full_{0};  // ... when a batch last found them full
-  Batch* slots_ = nullptr;  // first the class's row of the static slots (see Attach), then
-                            // metadata-arena arrays as they grow
-  SpanList spans_;          // spans with objects to hand out
+  int max_slots_ = 0;
+  std::atomic<int> used_slots_{0};     // written under the lock; InsertRange peeks before it
+  Batch* slots_ = nullptr;             // kMaxTransferSlots of them, kept apart (see Attach)
+  std::uint64_t slot_takes_ = 0;       // batches taken from the slots, ever
+  std::uint64_t slot_takes_seen_ = 0;  // ... as of the previous DrainIfIdle
+  SpanList spans_;                     // spans with objects to hand out
   static inline PageHeap* page_heap_ = nullptr;
   static inline PageMap* page_map_ = nullptr;
   static inline CentralFreeList* all_ = nullptr;
   static inline Batch (*all_slots_)[kMaxTransferSlots] = nullptr;
   static inline std::atomic<std::uint64_t> in_use_[(kNumClasses + 63) / 64] = {};
-  // In the slots of every class: [0] below each class's own number, [1] grown on demand.
-  static inline std::atomic<std::size_t> parked_bytes_[2] = {};
+  static inline std::atomic<std::size_t> parked_bytes_{0};  // in the slots of every class
   std::atomic<std::size_t> free_objects_{0};
   std::atomic<std::size_t> out_objects_{0};
 };

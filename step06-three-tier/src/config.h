@@ -133,16 +133,6 @@ inline constexpr std::size_t kMaxListBytes = 256 * std::size_t{1} << 10;
 // caches' overall budget.
 inline constexpr std::size_t kMaxParkedBytes = 8 * std::size_t{1} << 20;
 
-// ...unless threads keep taking a class's batches back (its slots filled up again after some
-// were taken): such a class's slots grow on demand, doubling, and the slots grown in all classes
-// together may park as much again as the page heap keeps backed past the peak
-// (kMaxBackedFreeSlack, below): free memory of the same kind, but reused in O(1) a batch. Sixteen
-// threads that each free and take back 2 MiB of 64-byte objects in every round, past their
-// thread caches' budgets, move them as batches, not one object at a time through their spans.
-// A drain's look that finds no batch taken since the one before takes the slots back to the
-// class's own number (CentralFreeList::DrainIfIdle).
-inline constexpr std::size_t kMaxParkedBytesOnDemand = 64 * std::size_t{1} << 20;
-
 // When the page heap gives free pages back to the OS (madvise): a free span that nobody reused
 // for kReleaseDelayMs goes back. The delay is short next to a human's patience and long next to
 // a program's waves: a loop that frees its buffers and allocates them again a few milliseconds

@@ -17,18 +17,10 @@ MetadataArena& Metadata() {
 void* MetadataArena::Allocate(std::size_t bytes) {
   bytes = (bytes + 63) & ~std::size_t{63};
   SpinLockHolder hold(lock_);
-  if (bytes > kChunkBytes / 8) {
-    // A big array (a central list's grown transfer slots): a mapping of its own, so that the
-    // current chunk's tail stays for the small objects.
-    const std::size_t mapped = (bytes + 4095) & ~std::size_t{4095};
-    void* memory = OsMap(mapped, 4096);
-    if (memory != nullptr) mapped_.fetch_add(mapped, std::memory_order_relaxed);
-    return memory;
-  }
   if (static_cast<std::size_t>(end_ - next_) < bytes) {
-    // The tail of the old chunk is abandoned: it is smaller than one object (an eighth of a
-    // chunk at most).
-    const std::size_t chunk = kChunkBytes;
+    // The tail of the old chunk is abandoned: it is smaller than one object.
+    const std::size_t chunk =
+        bytes > kChunkBytes ? (bytes + kChunkBytes - 1) & ~(kChunkBytes - 1) : kChunkBytes;
     void* memory = OsMap(chunk, 4096);
     if (memory == nullptr) return nullptr;
     next_ = static_cast<char*>(memory);
