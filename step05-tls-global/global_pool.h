@@ -7,8 +7,9 @@
 // code of that is in thread_registry.h (LeftByExitedThreads), the data here.
 //
 // A GlobalPool is built from the pool's data structures (object_pool.h: its FreeSlots, BlockRest
-// and BlockChunk) and its Traits; the calls that touch the pool itself (counting Blocks, telling
-// the counters, the hardened mode and the memory tools of a chunk) take it as a parameter.
+// and BlockChunk) and its Traits; the calls that touch the pool itself (telling the hardened mode
+// and the memory tools of a chunk) take it as a parameter. Stats() reads the managers and the
+// published count of lists (pool_stats.h).
 #pragma once
 
 #include <atomic>
@@ -21,19 +22,18 @@
 #include "lock_policies.h"    // step04: the spinlock
 #include "thread_registry.h"  // LeftByExitedThreads
 
-namespace step05 {
+namespace step05::detail {
 
 inline constexpr std::size_t kCacheLine = 64;
-
-namespace detail {
 
 template <class FreeSlots, class BlockRest, class BlockChunk, class Traits>
 class alignas(kCacheLine) GlobalPool
     : public LeftByExitedThreads<GlobalPool<FreeSlots, BlockRest, BlockChunk, Traits>, FreeSlots,
                                  BlockRest, Traits> {
   friend LeftByExitedThreads<GlobalPool, FreeSlots, BlockRest, Traits>;
+  template <class Pool>
+  friend class PoolStatsOf;  // Stats() reads the managers (pool_stats.h)
   static constexpr std::size_t kBlockChunkSize = Traits::kBlockChunkSize;
-  static constexpr std::size_t kChunkBytes = sizeof(BlockChunk);
 
   struct BlockManager {
     std::vector<BlockChunk*> block_chunks_;     // every chunk; unmapped when the pool dies
@@ -85,47 +85,35 @@ class alignas(kCacheLine) GlobalPool
 
   // Gives a Block (or the rest of one) to a LocalPool, mapping a new chunk only when this
   // GlobalPool has nothing left: the pool grows on demand, never ahead of it.
-  template <class Pool>
-  bool PopBlock(BlockRest& out, Pool& pool) noexcept {
+  bool PopBlock(BlockRest& out, auto& pool) noexcept {
     std::lock_guard<std::mutex> lock(block_mutex_);
     if (this->PopReturnedRestLocked(out)) return true;
-    if (__builtin_expect(block_manager_.next_block_ == kBlockChunkSize, 0)) {
-      if (!NewBlockChunk(pool)) return false;
-    }
+    if (block_manager_.next_block_ == kBlockChunkSize && !NewBlockChunk(pool)) return false;
     auto& block = block_manager_.block_chunks_.back()->blocks_[block_manager_.next_block_++];
     out = {std::begin(block.slots_), std::end(block.slots_)};
-    pool.blocks_carved_.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
 
-  // Lists parked here (PoolStats::global_lists).
-  std::size_t ListCount() const noexcept {
-    return lists_available_.load(std::memory_order_relaxed);
-  }
-
-  // Every chunk goes back to the OS, whether or not its objects were freed.
-  template <class Pool>
-  void ReleaseChunks(Pool& pool) noexcept {
+  // Every chunk goes back to the OS, whether or not its objects were freed (the pool dies).
+  void ReleaseChunks(auto& pool) noexcept {
     for (BlockChunk* chunk : block_manager_.block_chunks_) {
       pool.ChunkUnmapping(chunk);
-      Traits::UnmapChunk(chunk, kChunkBytes);
+      Traits::UnmapChunk(chunk, sizeof(BlockChunk));
     }
-    block_manager_.block_chunks_.clear();
   }
 
  private:
-  template <class Pool>
-  bool NewBlockChunk(Pool& pool) noexcept {
+  bool NewBlockChunk(auto& pool) noexcept {
     auto& chunks = block_manager_.block_chunks_;
     try {  // room for the chunk before it is mapped: a failure after would leak it
       if (chunks.size() == chunks.capacity()) chunks.reserve(2 * chunks.size() + 4);
     } catch (const std::bad_alloc&) {
       return false;
     }
-    void* memory = Traits::MapChunk(kChunkBytes);
+    void* memory = Traits::MapChunk(sizeof(BlockChunk));
     if (__builtin_expect(memory == nullptr, 0)) return false;
-    if (!pool.ChunkMapped(memory)) {  // counted, told to the hardened mode and the tools
-      Traits::UnmapChunk(memory, kChunkBytes);
+    if (!pool.ChunkMapped(memory)) {  // told to the hardened mode and the tools
+      Traits::UnmapChunk(memory, sizeof(BlockChunk));
       return false;
     }
     chunks.push_back(static_cast<BlockChunk*>(memory));
@@ -145,11 +133,10 @@ class alignas(kCacheLine) GlobalPool
   // memory). Each on its own cache line.
   step04::SpinLock freeslots_lock_;
   FreeSlotsManager freeslots_manager_;
-  std::atomic<std::size_t> lists_available_{0};  // the lists parked, counted under the lock
+  std::atomic<std::size_t> lists_available_{0};  // the lists parked, published under the lock
   alignas(kCacheLine) std::mutex block_mutex_;
   BlockManager block_manager_;
   std::atomic<std::size_t> rests_available_{0};
 };
 
-}  // namespace detail
-}  // namespace step05
+}  // namespace step05::detail

@@ -229,22 +229,18 @@ class PoolChecks {
     tools::TakeBack(&Self(), slot);
   }
 
-  // A chunk newly mapped: counted (Stats()), and known to the hardened mode's directory and to
-  // the memory tools. False when out of memory (for the directory).
+  // A chunk newly mapped: known to the hardened mode's directory and to the memory tools. False
+  // when out of memory (for the directory).
   bool ChunkMapped(void* chunk) noexcept {
     if constexpr (Pool::kHardened) {
       if (!Self().directory_.Remember(chunk)) return false;
     }
-    Self().chunks_.fetch_add(1, std::memory_order_relaxed);
     tools::ChunkMapped(chunk, Pool::kChunkBytes);
     return true;
   }
 
   // A chunk about to go back to the OS.
-  void ChunkUnmapping(void* chunk) noexcept {
-    Self().chunks_.fetch_sub(1, std::memory_order_relaxed);
-    tools::ChunkUnmapping(chunk, Pool::kChunkBytes);
-  }
+  void ChunkUnmapping(void* chunk) noexcept { tools::ChunkUnmapping(chunk, Pool::kChunkBytes); }
 
  private:
   const Pool& Self() const noexcept { return static_cast<const Pool&>(*this); }

@@ -21,13 +21,12 @@
 //                      back when the thread exits (beyond the article)
 //   hardened.h         the hardened mode (double frees, foreign pointers, encoded links), and
 //                      where it and the memory tools look at a slot or a chunk (PoolChecks)
-//   pool_stats.h       Stats(), what a pool holds, and the counters it reads
+//   pool_stats.h       Stats(), what a pool holds, read from its GlobalPools
 //   memory_tools.h     what ASan and valgrind are told about every slot
 #pragma once
 
 #include <sys/mman.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <memory>
@@ -93,8 +92,7 @@ struct PlainFreeSlots {
   Slot* head_ = nullptr;
   std::size_t length_ = 0;
 
-  template <class Pool>
-  void Push(Slot* slot, const Pool& pool) noexcept {
+  void Push(Slot* slot, const auto& pool) noexcept {
     tools::OpenSlot(slot, sizeof(Slot*));
     slot->links_[0] = pool.EncodeLink(head_);
     tools::CloseSlot(slot, sizeof(Slot));
@@ -103,8 +101,7 @@ struct PlainFreeSlots {
   }
 
   // Pops one slot, left closed (poisoned); second: whether it was a node (it always is here).
-  template <class Pool>
-  std::pair<Slot*, bool> Pop(const Pool& pool) noexcept {
+  std::pair<Slot*, bool> Pop(const auto& pool) noexcept {
     Slot* top = head_;
     tools::OpenSlot(top, sizeof(Slot));
     head_ = pool.FollowLink(top, top->links_[0]);
@@ -117,8 +114,8 @@ struct PlainFreeSlots {
 
 // Its bases, each in the header that names it: how a thread finds its LocalPool, and what it
 // gives back when it exits (thread_registry.h; first, so that the fast path reaches the pool's
-// id at the pool's own address); Stats(), its counters and the sizes (pool_stats.h); where the
-// hardened mode and the memory tools look (hardened.h).
+// id at the pool's own address); Stats() and the sizes (pool_stats.h); where the hardened mode
+// and the memory tools look (hardened.h).
 template <class T, class Traits = DefaultPoolTraits>
 class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
                    public detail::PoolStatsOf<ObjectPool<T, Traits>>,
@@ -129,7 +126,6 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
 
   static constexpr std::size_t kFreeSlotsSize = Traits::kFreeSlotsSize;
   static constexpr std::size_t kGlobalPoolNum = Traits::kGlobalPoolNum;
-  static constexpr std::size_t kRecentSize = Traits::kRecentSize;
   static constexpr bool kHardened = Traits::kHardened;
   static_assert(Traits::kBlockSize > 0 && Traits::kBlockChunkSize > 0 && kFreeSlotsSize > 1 &&
                 kGlobalPoolNum > 0);
@@ -138,15 +134,13 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
 
   // One object's memory. While free, its bytes belong to the free list, so a free object costs
   // no extra memory. The article's Slot holds one link; the unrolled list uses all the links
-  // that fit (unrolled_list.h).
-  static constexpr std::size_t kSlotAlign = std::max(alignof(T), alignof(void*));
-  static constexpr std::size_t kSlotSize =
-      (std::max(sizeof(T), sizeof(void*)) + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+  // that fit (unrolled_list.h). As many links as cover a T: the union is a whole number of
+  // links, aligned for both (sizeof(T) is a multiple of alignof(T)), so the links fill it.
   union Slot {
-    Slot* links_[kSlotSize / sizeof(Slot*)];
+    Slot* links_[(sizeof(T) + sizeof(Slot*) - 1) / sizeof(Slot*)];
     alignas(T) unsigned char storage_[sizeof(T)];
   };
-  static_assert(sizeof(Slot) == kSlotSize);
+  static constexpr std::size_t kSlotSize = sizeof(Slot);
 
   // The unit a LocalPool takes from its GlobalPool. Unlike the article's Block it holds no idx_:
   // the carving cursor lives in the LocalPool, so a Block is slots and nothing else, a chunk is
@@ -177,11 +171,11 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
   // Beyond the LocalPools, kGlobalPoolNum of these (global_pool.h), each shared by the threads
   // assigned to it: full free lists are parked there, Blocks carved from chunks come from there.
   using GlobalPool = detail::GlobalPool<FreeSlots, BlockRest, BlockChunk, Traits>;
-  friend GlobalPool;  // it counts Blocks, and has chunks counted (ChunkMapped)
+  friend GlobalPool;  // it tells the hardened mode and the tools of its chunks (ChunkMapped)
 
   // One per (thread, pool): touched by its thread only, so it needs no lock. (Its base is what
   // the thread registry keeps of it: the pool it belongs to.)
-  struct alignas(kCacheLine) LocalPool final : detail::LocalPoolOf<ObjectPool> {
+  struct alignas(detail::kCacheLine) LocalPool final : detail::LocalPoolOf<ObjectPool> {
     LocalPool(ObjectPool* owner, GlobalPool* global)
         : detail::LocalPoolOf<ObjectPool>(owner), global_pool_(global) {}
 
@@ -195,9 +189,8 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
  public:
   using value_type = T;
 
+  // (Not copyable: its GlobalPools' locks are not.)
   ObjectPool() : link_key_(this) { tools::PoolCreated(this); }
-  ObjectPool(const ObjectPool&) = delete;
-  ObjectPool& operator=(const ObjectPool&) = delete;
 
   // Everything goes: every chunk is unmapped, live objects included (their destructors are not
   // run: Delete them first). Threads still attached keep an orphaned LocalPool that they
@@ -215,15 +208,12 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
   // [snippet:fast-path]
   void* Allocate() noexcept {
     LocalPool* local = this->Local();  // this thread's (thread_registry.h)
-    if (STEP05_LIKELY(local != nullptr)) {
-      if constexpr (kRecentSize > 0) {  // rung WithRecentFrees
-        if (STEP05_LIKELY(!local->recent_.Empty()))
-          return this->HandOut(local->recent_.Take(), true);
-      }
-      if (STEP05_LIKELY(local->freeslots_.length_ != 0)) return PopLocal(*local);
-      return AllocateSlow(*local);
+    if (STEP05_UNLIKELY(local == nullptr)) return this->AllocateWithoutLocalPool();
+    if constexpr (Traits::kRecentSize > 0) {  // rung WithRecentFrees
+      if (STEP05_LIKELY(!local->recent_.Empty())) return this->HandOut(local->recent_.Take(), true);
     }
-    return this->AllocateWithoutLocalPool();
+    if (STEP05_LIKELY(local->freeslots_.length_ != 0)) return PopLocal(*local);
+    return AllocateSlow(*local);
   }
 
   // Gives back memory from Allocate() of this pool, from any thread. nullptr is a no-op.
@@ -233,9 +223,8 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
     this->TakeBack(slot);
     LocalPool* local = this->Local();
     if (STEP05_UNLIKELY(local == nullptr)) return this->FreeWithoutLocalPool(slot);
-    if constexpr (kRecentSize > 0) {  // rung WithRecentFrees
+    if constexpr (Traits::kRecentSize > 0) {  // rung WithRecentFrees
       if (STEP05_UNLIKELY(local->recent_.Full())) MoveRecentToList(*local);
-      tools::CloseSlot(slot, kSlotSize);
       local->recent_.Put(slot);
     } else {
       local->freeslots_.Push(slot, *this);
@@ -285,17 +274,15 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
     }
     if (STEP05_LIKELY(local.block_.next_ != local.block_.end_)) return Carve(local);
     auto take_rest = [&](GlobalPool& global) { return global.StealReturnedRest(local.block_); };
-    if (FromOtherGlobalPools(home, take_rest) || home.PopBlock(local.block_, *this)) {
+    if (FromOtherGlobalPools(home, take_rest) || home.PopBlock(local.block_, *this))
       return Carve(local);
-    }
-    return nullptr;
+    return nullptr;  // out of memory
   }
 
   // Beyond the article: take(global) on the GlobalPools other than `home`, the next one first,
   // until it succeeds. A thread that only allocates (a producer) would otherwise map new memory
   // forever while the lists its consumer frees pile up in another GlobalPool.
-  template <class Take>
-  bool FromOtherGlobalPools(GlobalPool& home, Take take) noexcept {
+  bool FromOtherGlobalPools(GlobalPool& home, auto take) noexcept {
     GlobalPool* other = &home;
     for (std::size_t i = 1; i < kGlobalPoolNum; ++i) {
       if (++other == global_pools_ + kGlobalPoolNum) other = global_pools_;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <mutex>
 
 namespace step05 {
 
@@ -17,29 +18,32 @@ struct PoolStats {
 
 namespace detail {
 
-// A base of the ObjectPool (Pool, which derives from it): the pool's counters, and Stats().
+// A base of the ObjectPool (Pool, which derives from it): Stats(), read from the GlobalPools'
+// managers (each under its lock) and the published count of their lists, and the sizes.
 template <class Pool>
 class PoolStatsOf {
  public:
   PoolStats Stats() noexcept {
     Pool& pool = static_cast<Pool&>(*this);
     PoolStats stats;
-    stats.chunks = chunks_.load(std::memory_order_relaxed);
-    stats.bytes_mapped = stats.chunks * Pool::kChunkBytes;
-    stats.blocks_carved = blocks_carved_.load(std::memory_order_relaxed);
     stats.local_pools = pool.locals_.Count();
-    for (auto& global : pool.global_pools_)
-      stats.global_lists += global.ListCount();
+    for (auto& global : pool.global_pools_) {
+      stats.global_lists += global.lists_available_.load(std::memory_order_relaxed);
+      std::lock_guard<std::mutex> lock(global.block_mutex_);
+      const auto& blocks = global.block_manager_;
+      stats.chunks += blocks.block_chunks_.size();
+      // Every Block of every chunk but the last, and the first next_block_ of the last (before
+      // the first chunk, next_block_ is kBlockChunkSize: none).
+      stats.blocks_carved += blocks.block_chunks_.size() * global.kBlockChunkSize +
+                             blocks.next_block_ - global.kBlockChunkSize;
+    }
+    stats.bytes_mapped = stats.chunks * Pool::kChunkBytes;
     return stats;
   }
 
   static constexpr std::size_t slot_size() { return Pool::kSlotSize; }
   static constexpr std::size_t chunk_bytes() { return Pool::kChunkBytes; }
   static constexpr bool hardened() { return Pool::kHardened; }
-
- protected:
-  std::atomic<std::size_t> chunks_{0};         // counted by PoolChecks::ChunkMapped/Unmapping
-  std::atomic<std::size_t> blocks_carved_{0};  // counted by GlobalPool::PopBlock
 };
 
 }  // namespace detail

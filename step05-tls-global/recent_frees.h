@@ -20,6 +20,8 @@
 #include <cstddef>
 #include <cstring>
 
+#include "memory_tools.h"
+
 namespace step05 {
 
 template <class Slot, std::size_t kSize>
@@ -33,7 +35,11 @@ struct RecentFrees {
   bool Empty() const noexcept { return count_ == 0; }
   bool Full() const noexcept { return count_ == kSize; }
   Slot* Take() noexcept { return slots_[--count_]; }  // the newest
-  void Put(Slot* slot) noexcept { slots_[count_++] = slot; }
+  // A freed slot, closed (poisoned) as the list's Push() closes it.
+  void Put(Slot* slot) noexcept {
+    tools::CloseSlot(slot, sizeof(Slot));
+    slots_[count_++] = slot;
+  }
 
   // The oldest `count` have gone into the list: the rest slide down.
   void DropOldest(std::size_t count) noexcept {

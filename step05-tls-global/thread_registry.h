@@ -259,7 +259,7 @@ class ThreadLocalPools {
   template <class Local>
   void Drain(Local& local) noexcept {
     Pool& pool = Self();
-    if constexpr (Pool::kRecentSize > 0) {
+    if constexpr (Pool::Recent::kCapacity > 0) {
       Pool::Recent::template MoveOldest<Pool::kFreeSlotsSize>(local.recent_.count_, pool, local);
     }
     auto& global = *local.global_pool_;
