@@ -129,10 +129,23 @@ bool CentralFreeList::DrainIfIdle(bool all) {
     }
     used_slots_.store(0, std::memory_order_relaxed);
   }
+  // The span kept empty (KeepEmptiedLocked) goes back when nobody took from the spans since the
+  // previous look.
+  const bool kept_idle =
+      kept_ != nullptr && kept_->allocated == 0 && (all || span_takes_ == span_takes_seen_);
+  span_takes_seen_ = span_takes_;
+  if (kept_idle) {
+    spans_.Remove(kept_);
+    kept_->in_central_list = false;
+    free_objects_.fetch_sub(kClasses[size_class_].objects, std::memory_order_relaxed);
+    kept_->next = emptied;
+    emptied = kept_;
+    kept_ = nullptr;
+  }
   lock_.Unlock();
   ReturnSpans(emptied, true);
   ReturnStrays(strays);
-  return idle;
+  return idle || kept_idle;
 }
 
 // Takes up to n objects from the spans, as runs, touching as few of them as it can under the
@@ -145,9 +158,17 @@ int CentralFreeList::TakeFromSpansLocked(Runs& runs, int n) {
   const std::uint32_t per_span = kClasses[size_class_].objects;
   int got = 0;
   runs.count = 0;
+  ++span_takes_;
   while (got < n) {
     Span* span = spans_.first();
     if (span == nullptr) break;
+    // A span kept with all its objects back (KeepEmptiedLocked) is carved afresh, in address
+    // order, as a new one would be: its list holds them in the order they came back, and two
+    // threads refilling from it would start on one cache line.
+    if (span->allocated == 0 && span->free_list != nullptr) {
+      span->free_list = nullptr;
+      span->carve_next = span->start();
+    }
     if (span->free_list != nullptr) {
       const auto uncarved =
           static_cast<std::uint32_t>((span->carve_end - span->carve_next) / object_size_);
@@ -335,15 +356,43 @@ void CentralFreeList::ReleaseObjectLocked(void* object, Span* span, Span** empti
     span->free_list = object;
   }
   if (--span->allocated == 0) {
-    if (span->in_central_list) spans_.Remove(span);
-    span->in_central_list = false;
-    free_objects_.fetch_sub(kClasses[size_class_].objects, std::memory_order_relaxed);
-    span->next = *emptied;
-    *emptied = span;
+    SpanEmptiedLocked(span, emptied);
   } else if (!span->in_central_list) {
     spans_.PushFront(span);
     span->in_central_list = true;
   }
+}
+
+// Out of line: the push above runs for every object a batch brings back, this once a span.
+void CentralFreeList::SpanEmptiedLocked(Span* span, Span** emptied) {
+  if (KeepEmptiedLocked(span)) return;
+  if (span->in_central_list) spans_.Remove(span);
+  span->in_central_list = false;
+  if (span == kept_) kept_ = nullptr;
+  free_objects_.fetch_sub(kClasses[size_class_].objects, std::memory_order_relaxed);
+  span->next = *emptied;
+  *emptied = span;
+}
+
+// A span whose objects have all come back stays while no other span of the class has free
+// objects, so that the next refill takes its objects back instead of a new span from the page
+// heap. A program whose threads each live for a few hundred allocations (a thread a request)
+// empties its spans at every thread's exit: without this, each new thread paid for a new span
+// (the page heap, the page map's entries, the carving) and each exit for giving it back. At most
+// one such span a class, of at most kMaxKeptSpanPages pages; the drain's looks give it back once
+// nobody took from the spans since the previous look (DrainIfIdle), as mimalloc keeps an emptied
+// page that is the only one of its size until a later collection.
+bool CentralFreeList::KeepEmptiedLocked(Span* span) {
+  if (span->num_pages > kMaxKeptSpanPages) return false;
+  Span* const first = spans_.first();
+  const bool only = first == nullptr || (first == span && span->next == nullptr);
+  if (!only) return false;
+  if (!span->in_central_list) {
+    spans_.PushFront(span);
+    span->in_central_list = true;
+  }
+  kept_ = span;
+  return true;
 }
 
 Span* CentralFreeList::NewSpan() {

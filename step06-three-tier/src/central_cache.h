@@ -9,8 +9,9 @@
 // batch carved from spans is the case of nodes without items. A full batch goes into / comes out of
 // a transfer slot: one lock, no object touched. Anything else (a partial batch, or slots full /
 // empty) goes through the spans: each object returned is pushed on its span's list (page map
-// lookup), and a span whose objects have all come back goes to the page heap. Fresh spans are
-// carved lazily, so their pages are touched only when used.
+// lookup), and a span whose objects have all come back goes to the page heap, but for the class's
+// only span with free objects, kept for the next refill until the drain finds it idle
+// (KeepEmptiedLocked). Fresh spans are carved lazily, so their pages are touched only when used.
 #pragma once
 
 #include <atomic>
@@ -62,7 +63,9 @@ class alignas(64) CentralFreeList {
     return (in_use_[cl / 64].load(std::memory_order_acquire) >> (cl % 64)) & 1;
   }
   // Batches nobody took since the previous call (`all`: every batch) go back to their spans:
-  // free objects parked here pin their spans' memory. True if it drained.
+  // free objects parked here pin their spans' memory. So does the span kept with all its objects
+  // free (KeepEmptiedLocked), to the page heap, if no refill took from the spans since the
+  // previous call (`all`: in any case). True if it drained.
   bool DrainIfIdle(bool all = false);
 
   // Objects free in this tier (slots, span lists, never-carved tails) and handed out of it.
@@ -118,6 +121,8 @@ class alignas(64) CentralFreeList {
   // nothing) when the batch would take the slots of all classes past it.
   bool Park();
   void Unpark();
+  __attribute__((noinline)) void SpanEmptiedLocked(Span* span, Span** emptied);
+  bool KeepEmptiedLocked(Span* span);
   Span* NewSpan();
   void ReturnSpans(Span* emptied, bool long_idle);  // long_idle: FreedPages::kIdle
 
@@ -131,6 +136,9 @@ class alignas(64) CentralFreeList {
   std::uint64_t slot_takes_ = 0;       // batches taken from the slots, ever
   std::uint64_t slot_takes_seen_ = 0;  // ... as of the previous DrainIfIdle
   SpanList spans_;                     // spans with objects to hand out
+  Span* kept_ = nullptr;               // the span kept there with all its objects free, or null
+  std::uint64_t span_takes_ = 0;       // refills from the spans, ever
+  std::uint64_t span_takes_seen_ = 0;  // ... as of the previous DrainIfIdle
   static inline PageHeap* page_heap_ = nullptr;
   static inline PageMap* page_map_ = nullptr;
   static inline CentralFreeList* all_ = nullptr;

@@ -278,6 +278,50 @@ TEST(CentralSpans, ObjectsBackOnTheirSpansComeOutOnceAndEverySpanEmpties) {
   EXPECT_EQ(after.central_cache_bytes, 0u);
 }
 
+// A thread that used a few objects of a class and exited (or flushed its cache: the same
+// ReleaseAll) has given them all back to their span. The central list keeps that span (it is the
+// class's only one with free objects), and the next refill takes its objects from it instead of a
+// new span from the page heap, carved again from the start, in address order, as the first time.
+// The drain gives it back once nobody took from the spans since its previous look, and
+// tierpool_release_free_memory at once. (All on this thread, each step microseconds after the
+// one before: the drain's looks are 40 ms apart, so the release thread's can make at most one
+// of the two looks that give a span back.)
+TEST(CentralSpans, TheNextRefillTakesBackTheSpanOfACacheThatWasGivenBack) {
+  constexpr std::size_t kSize = 200;  // a class no other test here uses
+  tierpool_release_free_memory();
+  const std::size_t spans_before = tierpool::GetStats().spans_in_use;
+  const auto use_and_give_back = [](std::vector<void*>* got) {
+    for (int i = 0; i < 10; ++i) {
+      got->push_back(tierpool::ConcurrentAlloc(kSize));
+      std::memset(got->back(), 0x5a, kSize);
+    }
+    for (void* p : *got)
+      tierpool::ConcurrentFree(p, kSize);
+    tierpool_thread_flush();
+  };
+  std::vector<void*> first, second, third;
+  use_and_give_back(&first);
+  EXPECT_EQ(tierpool::GetStats().spans_in_use, spans_before + 1)
+      << "the span went back to the page heap with its last object";
+  use_and_give_back(&second);
+  EXPECT_EQ(second, first) << "the next refill did not get the same objects in address order";
+  EXPECT_EQ(tierpool::GetStats().spans_in_use, spans_before + 1);
+
+  CentralFreeList& central = G().central[SizeToClass(kSize)];
+  int looks = 0;
+  while (tierpool::GetStats().spans_in_use != spans_before && looks < 3) {
+    central.DrainIfIdle();
+    ++looks;
+  }
+  EXPECT_EQ(tierpool::GetStats().spans_in_use, spans_before) << "kept although idle";
+  EXPECT_LE(looks, 2) << "a look after a refill counts it, the next one gives the span back";
+
+  use_and_give_back(&third);
+  EXPECT_EQ(tierpool::GetStats().spans_in_use, spans_before + 1);
+  tierpool_release_free_memory();
+  EXPECT_EQ(tierpool::GetStats().spans_in_use, spans_before) << "kept through a release";
+}
+
 // The byte budget bounds what a cache may hold (the sum of its lists' limits), not what it holds
 // at each free, so the fast paths do not count bytes. A thread that churns one class up to the
 // budget and then moves to another must neither hold more than its budget at any time nor keep
