@@ -153,7 +153,9 @@ void FlushThreadCache() {
 void ReleaseIdleMemory() {
   Globals& g = G();
   // Every few release delays: a class whose batches nobody took since the previous look has them
-  // drained to its spans (which may then go back to the page heap, as long idle).
+  // drained to its spans (which may then go back to the page heap, as long idle), and one whose
+  // spans no refill took from gives back the span it kept with all its objects free. (A kept span
+  // alone does not wake the release thread: one a class, 64 KiB at most.)
   static std::atomic<std::uint64_t> last_look_ms{0};
   const std::uint64_t now = NowMs();
   std::uint64_t last = last_look_ms.load(std::memory_order_relaxed);
