@@ -129,17 +129,12 @@ bool CentralFreeList::DrainIfIdle(bool all) {
     }
     used_slots_.store(0, std::memory_order_relaxed);
   }
-  // The span kept empty (KeepEmptiedLocked) goes back when nobody took from the spans since the
-  // previous look.
-  const bool kept_idle =
-      kept_ != nullptr && kept_->allocated == 0 && (all || span_takes_ == span_takes_seen_);
+  // The span kept with all its objects free (KeepEmptiedLocked) goes back when no refill took
+  // from the spans since the previous look.
+  const bool kept_idle = kept_ != nullptr && (all || span_takes_ == span_takes_seen_);
   span_takes_seen_ = span_takes_;
   if (kept_idle) {
-    spans_.Remove(kept_);
-    kept_->in_central_list = false;
-    free_objects_.fetch_sub(kClasses[size_class_].objects, std::memory_order_relaxed);
-    kept_->next = emptied;
-    emptied = kept_;
+    ChainEmptiedLocked(kept_, &emptied);
     kept_ = nullptr;
   }
   lock_.Unlock();
@@ -168,6 +163,7 @@ int CentralFreeList::TakeFromSpansLocked(Runs& runs, int n) {
     if (span->allocated == 0 && span->free_list != nullptr) {
       span->free_list = nullptr;
       span->carve_next = span->start();
+      kept_ = nullptr;  // it is the kept one (the only span that can be all free here)
     }
     if (span->free_list != nullptr) {
       const auto uncarved =
@@ -365,18 +361,21 @@ void CentralFreeList::ReleaseObjectLocked(void* object, Span* span, Span** empti
 
 // Out of line: the push above runs for every object a batch brings back, this once a span.
 void CentralFreeList::SpanEmptiedLocked(Span* span, Span** emptied) {
-  if (KeepEmptiedLocked(span)) return;
+  if (!KeepEmptiedLocked(span)) ChainEmptiedLocked(span, emptied);
+}
+
+// The span leaves this list for the page heap (after the lock: ReturnSpans), with its objects.
+void CentralFreeList::ChainEmptiedLocked(Span* span, Span** emptied) {
   if (span->in_central_list) spans_.Remove(span);
   span->in_central_list = false;
-  if (span == kept_) kept_ = nullptr;
   free_objects_.fetch_sub(kClasses[size_class_].objects, std::memory_order_relaxed);
   span->next = *emptied;
   *emptied = span;
 }
 
-// A span whose objects have all come back stays while no other span of the class has free
-// objects, so that the next refill takes its objects back instead of a new span from the page
-// heap. A program whose threads each live for a few hundred allocations (a thread a request)
+// A span whose objects have all come back stays if, when it empties, no other span of the class
+// has free objects, so that the next refill takes its objects back instead of a new span from the
+// page heap. A program whose threads each live for a few hundred allocations (a thread a request)
 // empties its spans at every thread's exit: without this, each new thread paid for a new span
 // (the page heap, the page map's entries, the carving) and each exit for giving it back. At most
 // one such span a class, of at most kMaxKeptSpanPages pages; the drain's looks give it back once

@@ -9,9 +9,10 @@
 // batch carved from spans is the case of nodes without items. A full batch goes into / comes out of
 // a transfer slot: one lock, no object touched. Anything else (a partial batch, or slots full /
 // empty) goes through the spans: each object returned is pushed on its span's list (page map
-// lookup), and a span whose objects have all come back goes to the page heap, but for the class's
-// only span with free objects, kept for the next refill until the drain finds it idle
-// (KeepEmptiedLocked). Fresh spans are carved lazily, so their pages are touched only when used.
+// lookup), and a span whose objects have all come back goes to the page heap, unless no other span
+// of the class has free objects then: that one is kept for the next refill until the drain finds
+// it idle (KeepEmptiedLocked). Fresh spans are carved lazily, so their pages are touched only when
+// used.
 #pragma once
 
 #include <atomic>
@@ -122,6 +123,7 @@ class alignas(64) CentralFreeList {
   bool Park();
   void Unpark();
   __attribute__((noinline)) void SpanEmptiedLocked(Span* span, Span** emptied);
+  void ChainEmptiedLocked(Span* span, Span** emptied);
   bool KeepEmptiedLocked(Span* span);
   Span* NewSpan();
   void ReturnSpans(Span* emptied, bool long_idle);  // long_idle: FreedPages::kIdle

@@ -154,8 +154,8 @@ void ReleaseIdleMemory() {
   Globals& g = G();
   // Every few release delays: a class whose batches nobody took since the previous look has them
   // drained to its spans (which may then go back to the page heap, as long idle), and one whose
-  // spans no refill took from gives back the span it kept with all its objects free. (A kept span
-  // alone does not wake the release thread: one a class, 64 KiB at most.)
+  // spans no refill took from gives back the span it kept with all its objects free. (Kept spans
+  // alone do not wake the release thread: one a class, 64 KiB at most, 2 MiB over all classes.)
   static std::atomic<std::uint64_t> last_look_ms{0};
   const std::uint64_t now = NowMs();
   std::uint64_t last = last_look_ms.load(std::memory_order_relaxed);
@@ -199,8 +199,12 @@ std::size_t ReleaseFreeMemory() {
   EnsureInit();
   Globals& g = G();
   if (tls_cache != &empty_cache) tls_cache->ReleaseAll();
-  for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
-    if (CentralFreeList::InUse(cl)) g.central[cl].DrainIfIdle(/*all=*/true);
+  // Twice: an object freed with a wrong size, found in a batch of one class, goes back to its own
+  // class (ReturnStrays), which may be one drained already and may now keep an emptied span.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
+      if (CentralFreeList::InUse(cl)) g.central[cl].DrainIfIdle(/*all=*/true);
+    }
   }
   const PageHeapStats before = g.page_heap.Stats();
   g.page_heap.Trim();

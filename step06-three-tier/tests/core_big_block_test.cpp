@@ -16,6 +16,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core_test_util.h"
@@ -467,25 +468,30 @@ TEST(CoreBigBlock, AWrongSizeInASizedFreeNeverMixesClassesInASpan) {
 // the 8-byte class, which are parked in its transfer slots; draining the slots sends each block
 // to its own class. Nothing may be counted twice or lost on the way: once everything is given
 // back, the central lists hold nothing and every span is gone (the 8-byte class counted the
-// blocks as its own when it parked them, and must uncount them when they leave).
+// blocks as its own when it parked them, and must uncount them when they leave). And the other
+// way round, 16-byte blocks freed as 512-byte ones: they reach their own class after the release
+// has drained it, and the span they empty there, which its central list would keep for the next
+// refill, must go too.
 TEST(CoreBigBlock, WrongSizedBlocksInParkedBatchesGoHomeCountedOnce) {
-  tierpool_thread_flush();
-  tierpool_release_free_memory();
-  const tierpool::Stats before = tierpool::GetStats();
-  std::vector<void*> blocks;
-  for (int i = 0; i < 300; ++i) {
-    blocks.push_back(tierpool_malloc(512));
-    ASSERT_NE(blocks.back(), nullptr);
+  for (const auto& [real, wrong] : {std::pair<std::size_t, std::size_t>{512, 8}, {16, 512}}) {
+    tierpool_thread_flush();
+    tierpool_release_free_memory();
+    const tierpool::Stats before = tierpool::GetStats();
+    std::vector<void*> blocks;
+    for (int i = 0; i < 300; ++i) {
+      blocks.push_back(tierpool_malloc(real));
+      ASSERT_NE(blocks.back(), nullptr);
+    }
+    for (void* p : blocks)
+      tierpool_free_sized(p, wrong);
+    tierpool_thread_flush();  // full batches of the wrong class, parked
+    tierpool_release_free_memory();
+    const tierpool::Stats after = tierpool::GetStats();
+    EXPECT_EQ(after.central_cache_bytes, 0u) << real << "-byte blocks freed as " << wrong;
+    EXPECT_EQ(after.thread_cache_bytes, 0u) << real << "-byte blocks freed as " << wrong;
+    EXPECT_EQ(after.bytes_in_use, before.bytes_in_use) << real << "-byte blocks freed as " << wrong;
+    EXPECT_EQ(after.spans_in_use, before.spans_in_use) << real << "-byte blocks freed as " << wrong;
   }
-  for (void* p : blocks)
-    tierpool_free_sized(p, 8);  // wrong: they are 512-byte blocks
-  tierpool_thread_flush();      // full batches of the 8-byte class, parked
-  tierpool_release_free_memory();
-  const tierpool::Stats after = tierpool::GetStats();
-  EXPECT_EQ(after.central_cache_bytes, 0u);
-  EXPECT_EQ(after.thread_cache_bytes, 0u);
-  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
-  EXPECT_EQ(after.spans_in_use, before.spans_in_use);
 }
 
 // A large block freed with a small size goes on that class's list like any small block; when the
