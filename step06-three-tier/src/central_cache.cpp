@@ -112,7 +112,7 @@ void CentralFreeList::InsertRange(void* first, void* second, int n, bool to_back
 // The parked batches are taken apart under the lock, as a rare path may: a caller that drains
 // every class (tierpool_release_free_memory) must find no batch between the slots and the spans,
 // in another thread's hands, when it goes on to the page heap.
-bool CentralFreeList::DrainIfIdle(bool all) {
+void CentralFreeList::DrainIfIdle(bool all) {
   Span* emptied = nullptr;
   void* strays = nullptr;
   lock_.Lock();
@@ -140,7 +140,6 @@ bool CentralFreeList::DrainIfIdle(bool all) {
   lock_.Unlock();
   ReturnSpans(emptied, true);
   ReturnStrays(strays);
-  return idle || kept_idle;
 }
 
 // Takes up to n objects from the spans, as runs, touching as few of them as it can under the

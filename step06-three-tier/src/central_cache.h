@@ -66,8 +66,8 @@ class alignas(64) CentralFreeList {
   // Batches nobody took since the previous call (`all`: every batch) go back to their spans:
   // free objects parked here pin their spans' memory. So does the span kept with all its objects
   // free (KeepEmptiedLocked), to the page heap, if no refill took from the spans since the
-  // previous call (`all`: in any case). True if it drained.
-  bool DrainIfIdle(bool all = false);
+  // previous call (`all`: in any case).
+  void DrainIfIdle(bool all = false);
 
   // Objects free in this tier (slots, span lists, never-carved tails) and handed out of it.
   std::size_t FreeObjects() const { return free_objects_.load(std::memory_order_relaxed); }
