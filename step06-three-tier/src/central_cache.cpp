@@ -51,7 +51,7 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_
     const Batch& batch = slots_[used - 1];
     used_slots_.store(used - 1, std::memory_order_relaxed);
     Unpark();
-    ++slot_takes_;
+    if (used - 1 < slots_low_) slots_low_ = used - 1;
     *first = batch.first;
     *second = batch.second;
     free_objects_.fetch_sub(static_cast<std::size_t>(n), std::memory_order_relaxed);
@@ -112,34 +112,41 @@ void CentralFreeList::InsertRange(void* first, void* second, int n, bool to_back
 // The parked batches are taken apart under the lock, as a rare path may: a caller that drains
 // every class (tierpool_release_free_memory) must find no batch between the slots and the spans,
 // in another thread's hands, when it goes on to the page heap.
-void CentralFreeList::DrainIfIdle(bool all) {
+bool CentralFreeList::DrainIfIdle(bool all) {
   Span* emptied = nullptr;
   void* strays = nullptr;
   lock_.Lock();
+  // The batches nobody touched since the previous look are as many as the fewest slots in use
+  // since then (tcmalloc's low-water mark): those go. A batch parked just before this look stays
+  // until the next one, whatever the clock's phase.
   int used = used_slots_.load(std::memory_order_relaxed);
-  const bool idle = used > 0 && (all || slot_takes_ == slot_takes_seen_);
-  slot_takes_seen_ = slot_takes_;
-  if (idle) {
+  int idle = all ? used : slots_low_;
+  const bool drained = idle > 0;
+  if (drained) {
     ReadObjects read;
-    while (used > 0) {
+    for (; idle > 0; --idle) {
       const Batch& batch = slots_[--used];
       Unpark();
       ReadBatch(batch.first, batch.second, batch_, read, &strays);
       ReleaseReadLocked(read, /*parked=*/true, &emptied);
     }
-    used_slots_.store(0, std::memory_order_relaxed);
+    used_slots_.store(used, std::memory_order_relaxed);
   }
-  // The span kept with all its objects free (KeepEmptiedLocked) goes back when no refill took
-  // from the spans since the previous look.
-  const bool kept_idle = kept_ != nullptr && (all || span_takes_ == span_takes_seen_);
+  slots_low_ = used;
+  // The span kept with all its objects free (KeepEmptiedLocked) goes back when it was kept at the
+  // previous look already and no refill took from the spans since.
+  const bool kept_idle =
+      kept_ != nullptr && (all || (kept_ == kept_seen_ && span_takes_ == span_takes_seen_));
   span_takes_seen_ = span_takes_;
   if (kept_idle) {
     ChainEmptiedLocked(kept_, &emptied);
     kept_ = nullptr;
   }
+  kept_seen_ = kept_;
   lock_.Unlock();
   ReturnSpans(emptied, true);
   ReturnStrays(strays);
+  return drained || kept_idle;
 }
 
 // Takes up to n objects from the spans, as runs, touching as few of them as it can under the
@@ -378,8 +385,8 @@ void CentralFreeList::ChainEmptiedLocked(Span* span, Span** emptied) {
 // empties its spans at every thread's exit: without this, each new thread paid for a new span
 // (the page heap, the page map's entries, the carving) and each exit for giving it back. At most
 // one such span a class, of at most kMaxKeptSpanPages pages; the drain's looks give it back once
-// nobody took from the spans since the previous look (DrainIfIdle), as mimalloc keeps an emptied
-// page that is the only one of its size until a later collection.
+// it stayed kept, and nobody took from the spans, since the previous look (DrainIfIdle), as
+// mimalloc keeps an emptied page that is the only one of its size until a later collection.
 bool CentralFreeList::KeepEmptiedLocked(Span* span) {
   if (span->num_pages > kMaxKeptSpanPages) return false;
   Span* const first = spans_.first();

@@ -63,15 +63,16 @@ class alignas(64) CentralFreeList {
   static bool InUse(std::uint32_t cl) {
     return (in_use_[cl / 64].load(std::memory_order_acquire) >> (cl % 64)) & 1;
   }
-  // Batches nobody took since the previous call (`all`: every batch) go back to their spans:
-  // free objects parked here pin their spans' memory. So does the span kept with all its objects
-  // free (KeepEmptiedLocked), to the page heap, if no refill took from the spans since the
-  // previous call (`all`: in any case).
-  void DrainIfIdle(bool all = false);
+  // Batches that stayed parked since the previous call (`all`: every batch) go back to their
+  // spans: free objects parked here pin their spans' memory. So does the span kept with all its
+  // objects free (KeepEmptiedLocked), to the page heap, if it was kept at the previous call too
+  // and no refill took from the spans since (`all`: in any case). True if it gave anything back.
+  bool DrainIfIdle(bool all = false);
 
   // Objects free in this tier (slots, span lists, never-carved tails) and handed out of it.
   std::size_t FreeObjects() const { return free_objects_.load(std::memory_order_relaxed); }
   std::size_t OutObjects() const { return out_objects_.load(std::memory_order_relaxed); }
+  int ParkedBatches() const { return used_slots_.load(std::memory_order_relaxed); }
   SpinLock& lock() { return lock_; }
 
  private:
@@ -135,10 +136,10 @@ class alignas(64) CentralFreeList {
   int max_slots_ = 0;
   std::atomic<int> used_slots_{0};     // written under the lock; InsertRange peeks before it
   Batch* slots_ = nullptr;             // kMaxTransferSlots of them, kept apart (see Attach)
-  std::uint64_t slot_takes_ = 0;       // batches taken from the slots, ever
-  std::uint64_t slot_takes_seen_ = 0;  // ... as of the previous DrainIfIdle
+  int slots_low_ = 0;                  // the fewest slots in use since the previous DrainIfIdle
   SpanList spans_;                     // spans with objects to hand out
   Span* kept_ = nullptr;               // the span kept there with all its objects free, or null
+  Span* kept_seen_ = nullptr;          // ... as of the previous DrainIfIdle
   std::uint64_t span_takes_ = 0;       // refills from the spans, ever
   std::uint64_t span_takes_seen_ = 0;  // ... as of the previous DrainIfIdle
   static inline PageHeap* page_heap_ = nullptr;

@@ -56,15 +56,16 @@ void* ReleaseThreadMain(void*) {
   for (;;) {
     while (release_work.exchange(0, std::memory_order_acq_rel) == 0)
       WaitForWork(0);
-    // Until the page heap has no backed free span left, and two looks at the central lists in
-    // a row found nothing new for it (the first look notes which batches were taken, the second
-    // drains those nobody took since). New frees meanwhile wake the thread at once.
+    // Until the page heap has no backed free span left, and two looks in a row at the central
+    // lists gave nothing back (a look notes what stays parked; the next gives back what stayed:
+    // batches to their spans, then, a look later, the span a list kept). A wait may end without a
+    // look (the coarse clock says the period is not over): only looks count. New frees wake the
+    // thread at once.
     for (int quiet_looks = 0; quiet_looks < 2;) {
       const std::uint64_t expiry = g.page_heap.NextExpiryMs();
       const std::uint64_t now = NowMs();
       if (expiry == 0) {
         WaitForWork(kDrainLookMs);
-        ++quiet_looks;
       } else {
         // The coarse clock ticks every few milliseconds: a span that is not due yet when the
         // thread wakes costs one more short wait.
@@ -74,7 +75,12 @@ void* ReleaseThreadMain(void*) {
         quiet_looks = 0;
       }
       if (release_work.exchange(0, std::memory_order_acq_rel) != 0) quiet_looks = 0;
-      ReleaseIdleMemory();
+      const IdleLook look = ReleaseIdleMemory();
+      if (look == IdleLook::kGaveBack) {
+        quiet_looks = 0;
+      } else if (look == IdleLook::kNothingIdle && expiry == 0) {
+        ++quiet_looks;
+      }
     }
   }
   return nullptr;
@@ -150,22 +156,26 @@ void FlushThreadCache() {
   if (CentralFreeList::ParkedBytes() >= kReleaseThreadMinBytes) WakeReleaseThread();
 }
 
-void ReleaseIdleMemory() {
+IdleLook ReleaseIdleMemory() {
   Globals& g = G();
-  // Every few release delays: a class whose batches nobody took since the previous look has them
-  // drained to its spans (which may then go back to the page heap, as long idle), and one whose
-  // spans no refill took from gives back the span it kept with all its objects free. (Kept spans
-  // alone do not wake the release thread: one a class, 64 KiB at most, 2 MiB over all classes.)
+  // Every few release delays: the batches that stayed parked since the previous look are
+  // drained to their spans (which may then go back to the page heap, as long idle), and a span
+  // kept with all its objects free since the previous look, and not refilled from, goes back
+  // (DrainIfIdle). (Kept spans alone do not wake the release thread: one a class, 64 KiB at
+  // most, 2 MiB over all classes.)
   static std::atomic<std::uint64_t> last_look_ms{0};
   const std::uint64_t now = NowMs();
   std::uint64_t last = last_look_ms.load(std::memory_order_relaxed);
+  IdleLook look = IdleLook::kNotDue;
   if (now - last >= kDrainLookMs &&
       last_look_ms.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+    look = IdleLook::kNothingIdle;
     for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
-      if (CentralFreeList::InUse(cl)) g.central[cl].DrainIfIdle();
+      if (CentralFreeList::InUse(cl) && g.central[cl].DrainIfIdle()) look = IdleLook::kGaveBack;
     }
   }
   g.page_heap.ReleaseExpired();
+  return look;
 }
 
 void Tick() {

@@ -282,10 +282,11 @@ TEST(CentralSpans, ObjectsBackOnTheirSpansComeOutOnceAndEverySpanEmpties) {
 // ReleaseAll) has given them all back to their span. The central list keeps that span (no other
 // span of the class has free objects), and the next refill takes its objects from it instead of a
 // new span from the page heap, carved again from the start, in address order, as the first time.
-// The drain gives it back once no refill took from the spans since its previous look, and
-// tierpool_release_free_memory at once. The drain also looks on its own (the release thread, a
-// flush, the clock of the slow paths), at most once in 40 ms: two such looks between one refill
-// and the next would give the span back in between, which only a stalled run can see. So a run
+// The drain gives it back once it stayed kept, and no refill took from the spans, since its
+// previous look, and tierpool_release_free_memory at once. The drain also looks on its own (the
+// release thread, a flush, the clock of the slow paths), at most once in 40 ms: two such looks
+// between one refill and the next would give the span back in between, which only a stalled run
+// can see. So a run
 // that saw that (the span gone too early) is tried again; a keep that does not work fails every
 // time.
 TEST(CentralSpans, TheNextRefillTakesBackTheSpanOfACacheThatWasGivenBack) {
@@ -334,6 +335,35 @@ TEST(CentralSpans, TheNextRefillTakesBackTheSpanOfACacheThatWasGivenBack) {
   use_and_give_back(&third);
   tierpool_release_free_memory();
   EXPECT_EQ(spans(), before) << "kept through a release";
+}
+
+// A parked batch is drained only when it stayed in its slot for a whole period between two
+// looks: one parked just before a look (a thread that flushed its cache a moment earlier) is not
+// taken apart at once, whatever the phase of the drain's clock. (A look of the release thread's
+// between the park and the test's first look counts as that first look: the test tries again.)
+TEST(CentralSpans, ABatchParkedJustBeforeALookStaysUntilTheNextOne) {
+  constexpr std::size_t kSize = 256;
+  CentralFreeList& central = G().central[SizeToClass(kSize)];
+  const int batch = kClasses[SizeToClass(kSize)].batch;
+  std::string failure = "never run";
+  for (int run = 0; run < 3 && !failure.empty(); ++run) {
+    tierpool_release_free_memory();  // no batch parked: every look so far found none
+    void* first = nullptr;
+    void* second = nullptr;
+    ASSERT_EQ(central.RemoveRange(&first, &second, batch), batch);
+    const int before = central.ParkedBatches();
+    central.InsertRange(first, second, batch);
+    ASSERT_EQ(central.ParkedBatches(), before + 1) << "the batch was not parked";
+    central.DrainIfIdle();
+    if (central.ParkedBatches() != before + 1) {
+      failure = "the first look after the park drained the batch";
+      continue;
+    }
+    central.DrainIfIdle();
+    ASSERT_EQ(central.ParkedBatches(), 0) << "a batch nobody took for a whole period stayed";
+    failure.clear();
+  }
+  EXPECT_EQ(failure, "");
 }
 
 // The byte budget bounds what a cache may hold (the sum of its lists' limits), not what it holds
