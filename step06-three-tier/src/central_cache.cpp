@@ -133,20 +133,10 @@ bool CentralFreeList::DrainIfIdle(bool all) {
     used_slots_.store(used, std::memory_order_relaxed);
   }
   slots_low_ = used;
-  // The span kept with all its objects free (KeepEmptiedLocked) goes back when it was kept at the
-  // previous look already and no refill took from the spans since.
-  const bool kept_idle =
-      kept_ != nullptr && (all || (kept_ == kept_seen_ && span_takes_ == span_takes_seen_));
-  span_takes_seen_ = span_takes_;
-  if (kept_idle) {
-    ChainEmptiedLocked(kept_, &emptied);
-    kept_ = nullptr;
-  }
-  kept_seen_ = kept_;
   lock_.Unlock();
   ReturnSpans(emptied, true);
   ReturnStrays(strays);
-  return drained || kept_idle;
+  return drained;
 }
 
 // Takes up to n objects from the spans, as runs, touching as few of them as it can under the
@@ -159,18 +149,9 @@ int CentralFreeList::TakeFromSpansLocked(Runs& runs, int n) {
   const std::uint32_t per_span = kClasses[size_class_].objects;
   int got = 0;
   runs.count = 0;
-  ++span_takes_;
   while (got < n) {
     Span* span = spans_.first();
     if (span == nullptr) break;
-    // A span kept with all its objects back (KeepEmptiedLocked) is carved afresh, in address
-    // order, as a new one would be: its list holds them in the order they came back, and two
-    // threads refilling from it would start on one cache line.
-    if (span->allocated == 0 && span->free_list != nullptr) {
-      span->free_list = nullptr;
-      span->carve_next = span->start();
-      kept_ = nullptr;  // it is the kept one (the only span that can be all free here)
-    }
     if (span->free_list != nullptr) {
       const auto uncarved =
           static_cast<std::uint32_t>((span->carve_end - span->carve_next) / object_size_);
@@ -358,46 +339,15 @@ void CentralFreeList::ReleaseObjectLocked(void* object, Span* span, Span** empti
     span->free_list = object;
   }
   if (--span->allocated == 0) {
-    SpanEmptiedLocked(span, emptied);
+    if (span->in_central_list) spans_.Remove(span);
+    span->in_central_list = false;
+    free_objects_.fetch_sub(kClasses[size_class_].objects, std::memory_order_relaxed);
+    span->next = *emptied;
+    *emptied = span;
   } else if (!span->in_central_list) {
     spans_.PushFront(span);
     span->in_central_list = true;
   }
-}
-
-// Out of line: the push above runs for every object a batch brings back, this once a span.
-void CentralFreeList::SpanEmptiedLocked(Span* span, Span** emptied) {
-  if (!KeepEmptiedLocked(span)) ChainEmptiedLocked(span, emptied);
-}
-
-// The span leaves this list for the page heap (after the lock: ReturnSpans), with its objects.
-void CentralFreeList::ChainEmptiedLocked(Span* span, Span** emptied) {
-  if (span->in_central_list) spans_.Remove(span);
-  span->in_central_list = false;
-  free_objects_.fetch_sub(kClasses[size_class_].objects, std::memory_order_relaxed);
-  span->next = *emptied;
-  *emptied = span;
-}
-
-// A span whose objects have all come back stays if, when it empties, no other span of the class
-// has free objects, so that the next refill takes its objects back instead of a new span from the
-// page heap. A program whose threads each live for a few hundred allocations (a thread a request)
-// empties its spans at every thread's exit: without this, each new thread paid for a new span
-// (the page heap, the page map's entries, the carving) and each exit for giving it back. At most
-// one such span a class, of at most kMaxKeptSpanPages pages; the drain's looks give it back once
-// it stayed kept, and nobody took from the spans, since the previous look (DrainIfIdle), as
-// mimalloc keeps an emptied page that is the only one of its size until a later collection.
-bool CentralFreeList::KeepEmptiedLocked(Span* span) {
-  if (span->num_pages > kMaxKeptSpanPages) return false;
-  Span* const first = spans_.first();
-  const bool only = first == nullptr || (first == span && span->next == nullptr);
-  if (!only) return false;
-  if (!span->in_central_list) {
-    spans_.PushFront(span);
-    span->in_central_list = true;
-  }
-  kept_ = span;
-  return true;
 }
 
 Span* CentralFreeList::NewSpan() {

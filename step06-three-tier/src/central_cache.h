@@ -9,10 +9,8 @@
 // batch carved from spans is the case of nodes without items. A full batch goes into / comes out of
 // a transfer slot: one lock, no object touched. Anything else (a partial batch, or slots full /
 // empty) goes through the spans: each object returned is pushed on its span's list (page map
-// lookup), and a span whose objects have all come back goes to the page heap, unless no other span
-// of the class has free objects then: that one is kept for the next refill until the drain finds
-// it idle (KeepEmptiedLocked). Fresh spans are carved lazily, so their pages are touched only when
-// used.
+// lookup), and a span whose objects have all come back goes to the page heap. Fresh spans are
+// carved lazily, so their pages are touched only when used.
 #pragma once
 
 #include <atomic>
@@ -64,9 +62,7 @@ class alignas(64) CentralFreeList {
     return (in_use_[cl / 64].load(std::memory_order_acquire) >> (cl % 64)) & 1;
   }
   // Batches that stayed parked since the previous call (`all`: every batch) go back to their
-  // spans: free objects parked here pin their spans' memory. So does the span kept with all its
-  // objects free (KeepEmptiedLocked), to the page heap, if it was kept at the previous call too
-  // and no refill took from the spans since (`all`: in any case). True if it gave anything back.
+  // spans: free objects parked here pin their spans' memory. True if it drained any.
   bool DrainIfIdle(bool all = false);
 
   // Objects free in this tier (slots, span lists, never-carved tails) and handed out of it.
@@ -123,9 +119,6 @@ class alignas(64) CentralFreeList {
   // nothing) when the batch would take the slots of all classes past it.
   bool Park();
   void Unpark();
-  __attribute__((noinline)) void SpanEmptiedLocked(Span* span, Span** emptied);
-  void ChainEmptiedLocked(Span* span, Span** emptied);
-  bool KeepEmptiedLocked(Span* span);
   Span* NewSpan();
   void ReturnSpans(Span* emptied, bool long_idle);  // long_idle: FreedPages::kIdle
 
@@ -134,14 +127,10 @@ class alignas(64) CentralFreeList {
   std::uint32_t object_size_ = 0;
   int batch_ = 0;
   int max_slots_ = 0;
-  std::atomic<int> used_slots_{0};     // written under the lock; InsertRange peeks before it
-  Batch* slots_ = nullptr;             // kMaxTransferSlots of them, kept apart (see Attach)
-  int slots_low_ = 0;                  // the fewest slots in use since the previous DrainIfIdle
-  SpanList spans_;                     // spans with objects to hand out
-  Span* kept_ = nullptr;               // the span kept there with all its objects free, or null
-  Span* kept_seen_ = nullptr;          // ... as of the previous DrainIfIdle
-  std::uint64_t span_takes_ = 0;       // refills from the spans, ever
-  std::uint64_t span_takes_seen_ = 0;  // ... as of the previous DrainIfIdle
+  std::atomic<int> used_slots_{0};  // written under the lock; InsertRange peeks before it
+  Batch* slots_ = nullptr;          // kMaxTransferSlots of them, kept apart (see Attach)
+  int slots_low_ = 0;               // the fewest slots in use since the previous DrainIfIdle
+  SpanList spans_;                  // spans with objects to hand out
   static inline PageHeap* page_heap_ = nullptr;
   static inline PageMap* page_map_ = nullptr;
   static inline CentralFreeList* all_ = nullptr;

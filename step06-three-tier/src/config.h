@@ -132,11 +132,6 @@ inline constexpr std::size_t kMaxListBytes = 256 * std::size_t{1} << 10;
 // bound a batch goes back to its spans instead, one object at a time. An eighth of the thread
 // caches' overall budget.
 inline constexpr std::size_t kMaxParkedBytes = 8 * std::size_t{1} << 20;
-// Pages of the largest span a central list keeps when all its objects have come back and no other
-// span of its class has free objects (CentralFreeList::KeepEmptiedLocked): one span a class, 64
-// KiB at most, which the spans of the classes up to 32 KiB are (72 of the 84; 32 KiB for most):
-// 2 MiB if every one of them kept its span.
-inline constexpr std::size_t kMaxKeptSpanPages = 8;
 
 // When the page heap gives free pages back to the OS (madvise): a free span that nobody reused
 // for kReleaseDelayMs goes back. The delay is short next to a human's patience and long next to

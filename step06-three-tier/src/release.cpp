@@ -57,10 +57,9 @@ void* ReleaseThreadMain(void*) {
     while (release_work.exchange(0, std::memory_order_acq_rel) == 0)
       WaitForWork(0);
     // Until the page heap has no backed free span left, and two looks in a row at the central
-    // lists gave nothing back (a look notes what stays parked; the next gives back what stayed:
-    // batches to their spans, then, a look later, the span a list kept). A wait may end without a
-    // look (the coarse clock says the period is not over): only looks count. New frees wake the
-    // thread at once.
+    // lists drained nothing (a look notes how many batches stay parked, the next drains those
+    // that stayed). A wait may end without a look (the coarse clock says the period is not
+    // over): only looks count. New frees wake the thread at once.
     for (int quiet_looks = 0; quiet_looks < 2;) {
       const std::uint64_t expiry = g.page_heap.NextExpiryMs();
       const std::uint64_t now = NowMs();
@@ -76,7 +75,7 @@ void* ReleaseThreadMain(void*) {
       }
       if (release_work.exchange(0, std::memory_order_acq_rel) != 0) quiet_looks = 0;
       const IdleLook look = ReleaseIdleMemory();
-      if (look == IdleLook::kGaveBack) {
+      if (look == IdleLook::kDrained) {
         quiet_looks = 0;
       } else if (look == IdleLook::kNothingIdle && expiry == 0) {
         ++quiet_looks;
@@ -159,10 +158,7 @@ void FlushThreadCache() {
 IdleLook ReleaseIdleMemory() {
   Globals& g = G();
   // Every few release delays: the batches that stayed parked since the previous look are
-  // drained to their spans (which may then go back to the page heap, as long idle), and a span
-  // kept with all its objects free since the previous look, and not refilled from, goes back
-  // (DrainIfIdle). (Kept spans alone do not wake the release thread: one a class, 64 KiB at
-  // most, 2 MiB over all classes.)
+  // drained to their spans (which may then go back to the page heap, as long idle).
   static std::atomic<std::uint64_t> last_look_ms{0};
   const std::uint64_t now = NowMs();
   std::uint64_t last = last_look_ms.load(std::memory_order_relaxed);
@@ -171,7 +167,7 @@ IdleLook ReleaseIdleMemory() {
       last_look_ms.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
     look = IdleLook::kNothingIdle;
     for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
-      if (CentralFreeList::InUse(cl) && g.central[cl].DrainIfIdle()) look = IdleLook::kGaveBack;
+      if (CentralFreeList::InUse(cl) && g.central[cl].DrainIfIdle()) look = IdleLook::kDrained;
     }
   }
   g.page_heap.ReleaseExpired();
@@ -209,12 +205,8 @@ std::size_t ReleaseFreeMemory() {
   EnsureInit();
   Globals& g = G();
   if (tls_cache != &empty_cache) tls_cache->ReleaseAll();
-  // Twice: an object freed with a wrong size, found in a batch of one class, goes back to its own
-  // class (ReturnStrays), which may be one drained already and may now keep an emptied span.
-  for (int pass = 0; pass < 2; ++pass) {
-    for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
-      if (CentralFreeList::InUse(cl)) g.central[cl].DrainIfIdle(/*all=*/true);
-    }
+  for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
+    if (CentralFreeList::InUse(cl)) g.central[cl].DrainIfIdle(/*all=*/true);
   }
   const PageHeapStats before = g.page_heap.Stats();
   g.page_heap.Trim();

@@ -470,8 +470,7 @@ TEST(CoreBigBlock, AWrongSizeInASizedFreeNeverMixesClassesInASpan) {
 // back, the central lists hold nothing and every span is gone (the 8-byte class counted the
 // blocks as its own when it parked them, and must uncount them when they leave). And the other
 // way round, 16-byte blocks freed as 512-byte ones: they reach their own class after the release
-// has drained it, and the span they empty there, which its central list would keep for the next
-// refill, must go too.
+// has drained it, and the span they empty there must go too.
 TEST(CoreBigBlock, WrongSizedBlocksInParkedBatchesGoHomeCountedOnce) {
   for (const auto& [real, wrong] : {std::pair<std::size_t, std::size_t>{512, 8}, {16, 512}}) {
     tierpool_thread_flush();

@@ -278,65 +278,6 @@ TEST(CentralSpans, ObjectsBackOnTheirSpansComeOutOnceAndEverySpanEmpties) {
   EXPECT_EQ(after.central_cache_bytes, 0u);
 }
 
-// A thread that used a few objects of a class and exited (or flushed its cache: the same
-// ReleaseAll) has given them all back to their span. The central list keeps that span (no other
-// span of the class has free objects), and the next refill takes its objects from it instead of a
-// new span from the page heap, carved again from the start, in address order, as the first time.
-// The drain gives it back once it stayed kept, and no refill took from the spans, since its
-// previous look, and tierpool_release_free_memory at once. The drain also looks on its own (the
-// release thread, a flush, the clock of the slow paths), at most once in 40 ms: two such looks
-// between one refill and the next would give the span back in between, which only a stalled run
-// can see. So a run
-// that saw that (the span gone too early) is tried again; a keep that does not work fails every
-// time.
-TEST(CentralSpans, TheNextRefillTakesBackTheSpanOfACacheThatWasGivenBack) {
-  constexpr std::size_t kSize = 200;
-  const auto use_and_give_back = [](std::vector<void*>* got) {
-    for (int i = 0; i < 10; ++i) {
-      got->push_back(tierpool::ConcurrentAlloc(kSize));
-      std::memset(got->back(), 0x5a, kSize);
-    }
-    for (void* p : *got)
-      tierpool::ConcurrentFree(p, kSize);
-    tierpool_thread_flush();
-  };
-  const auto spans = [] { return tierpool::GetStats().spans_in_use; };
-  std::string failure = "never run";
-  for (int run = 0; run < 3 && !failure.empty(); ++run) {
-    tierpool_release_free_memory();  // the class starts afresh
-    const std::size_t before = spans();
-    std::vector<void*> first, second;
-    use_and_give_back(&first);
-    if (spans() != before + 1) {
-      failure = "the span went back to the page heap with its last object";
-      continue;
-    }
-    use_and_give_back(&second);
-    if (spans() != before + 1) {
-      failure = "the span was not there for the next refill, or not kept after it";
-      continue;
-    }
-    ASSERT_EQ(second, first) << "the next refill did not get the same objects in address order";
-    failure.clear();
-  }
-  ASSERT_EQ(failure, "");
-
-  const std::size_t before = spans() - 1;
-  CentralFreeList& central = G().central[SizeToClass(kSize)];
-  int looks = 0;
-  while (spans() != before && looks < 3) {
-    central.DrainIfIdle();
-    ++looks;
-  }
-  EXPECT_EQ(spans(), before) << "kept although idle";
-  EXPECT_LE(looks, 2) << "a look after a refill counts it, the next one gives the span back";
-
-  std::vector<void*> third;
-  use_and_give_back(&third);
-  tierpool_release_free_memory();
-  EXPECT_EQ(spans(), before) << "kept through a release";
-}
-
 // A parked batch is drained only when it stayed in its slot for a whole period between two
 // looks: one parked just before a look (a thread that flushed its cache a moment earlier) is not
 // taken apart at once, whatever the phase of the drain's clock. (A look of the release thread's

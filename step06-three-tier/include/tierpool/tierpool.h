@@ -48,8 +48,7 @@ struct tierpool_stats {
   size_t metadata_bytes;        // mapped for spans, thread caches and page-map nodes
   size_t large_bytes_in_use;    // part of bytes_in_use served as whole spans (> 256 KiB)
   size_t thread_caches;         // live thread caches
-  size_t spans_in_use;          // spans out of the page heap: small ones (one per class may
-                                // have every object free: kept for the next refill), large ones
+  size_t spans_in_use;          // spans holding at least one live object or a large block
 };
 
 // Counters are gathered without stopping other threads: each one is exact, their sum is not
