@@ -55,10 +55,8 @@ std::size_t UsableSize(const void* ptr);
 // --- Memory back to the OS: the clock and the release thread (release.cpp) ---------------------
 
 // Gives back memory nobody used for a while: central batches untouched since the last look,
-// and page-heap spans free for longer than the release delay. Says what it did at the central
-// lists, which it looks at once per look period at most, whoever calls.
-enum class IdleLook { kNotDue, kNothingIdle, kDrained };
-IdleLook ReleaseIdleMemory();
+// and page-heap spans free for longer than the release delay.
+void ReleaseIdleMemory();
 // The allocator's clock, from the slow paths (no allocator lock held): at most a few times per
 // release delay, ReleaseIdleMemory; and the release thread woken (or started) while free memory
 // waits for its delay.

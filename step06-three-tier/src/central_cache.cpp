@@ -1,5 +1,7 @@
 #include "central_cache.h"
 
+#include <algorithm>
+
 #include "memory_tools.h"
 #include "page_heap.h"
 #include "page_map.h"
@@ -116,27 +118,29 @@ bool CentralFreeList::DrainIfIdle(bool all) {
   Span* emptied = nullptr;
   void* strays = nullptr;
   lock_.Lock();
-  // The batches nobody touched since the previous look are as many as the fewest slots in use
-  // since then (tcmalloc's low-water mark): those go. A batch parked just before this look stays
-  // until the next one, whatever the clock's phase.
-  int used = used_slots_.load(std::memory_order_relaxed);
-  int idle = all ? used : slots_low_;
-  const bool drained = idle > 0;
-  if (drained) {
+  // The slots are a stack: the batches nobody touched since the previous look are the bottom
+  // ones, as many as the fewest slots in use since then (tcmalloc's low-water mark). Those go; a
+  // batch parked since, even a moment before this look, stays until the next one.
+  const int used = used_slots_.load(std::memory_order_relaxed);
+  const int idle = all ? used : std::min(slots_low_, used);
+  if (idle > 0) {
+    draining_.fetch_add(1, std::memory_order_relaxed);
     ReadObjects read;
-    for (; idle > 0; --idle) {
-      const Batch& batch = slots_[--used];
+    for (int i = 0; i < idle; ++i) {
       Unpark();
-      ReadBatch(batch.first, batch.second, batch_, read, &strays);
+      ReadBatch(slots_[i].first, slots_[i].second, batch_, read, &strays);
       ReleaseReadLocked(read, /*parked=*/true, &emptied);
     }
-    used_slots_.store(used, std::memory_order_relaxed);
+    for (int i = idle; i < used; ++i)
+      slots_[i - idle] = slots_[i];
+    used_slots_.store(used - idle, std::memory_order_relaxed);
   }
-  slots_low_ = used;
+  slots_low_ = used - idle;
   lock_.Unlock();
   ReturnSpans(emptied, true);
   ReturnStrays(strays);
-  return drained;
+  if (idle > 0) draining_.fetch_sub(1, std::memory_order_release);
+  return idle > 0;
 }
 
 // Takes up to n objects from the spans, as runs, touching as few of them as it can under the

@@ -64,6 +64,10 @@ class alignas(64) CentralFreeList {
   // Batches that stayed parked since the previous call (`all`: every batch) go back to their
   // spans: free objects parked here pin their spans' memory. True if it drained any.
   bool DrainIfIdle(bool all = false);
+  // Drains on their way to the page heap, after their list's lock: tierpool_release_free_memory
+  // waits for them, so that what it promises gone is gone. A fork's child has none.
+  static int Draining() { return draining_.load(std::memory_order_acquire); }
+  static void AfterForkChild() { draining_.store(0, std::memory_order_relaxed); }
 
   // Objects free in this tier (slots, span lists, never-carved tails) and handed out of it.
   std::size_t FreeObjects() const { return free_objects_.load(std::memory_order_relaxed); }
@@ -137,6 +141,7 @@ class alignas(64) CentralFreeList {
   static inline Batch (*all_slots_)[kMaxTransferSlots] = nullptr;
   static inline std::atomic<std::uint64_t> in_use_[(kNumClasses + 63) / 64] = {};
   static inline std::atomic<std::size_t> parked_bytes_{0};  // in the slots of every class
+  static inline std::atomic<int> draining_{0};
   std::atomic<std::size_t> free_objects_{0};
   std::atomic<std::size_t> out_objects_{0};
 };

@@ -52,6 +52,8 @@ void ForkParent() {
 // [snippet:fork-child]
 void ForkChild() {
   AfterRegistryInReverse(&SpinLock::ResetAfterFork);
+  G().page_heap.AfterForkChild();
+  CentralFreeList::AfterForkChild();
   KeepOnlyCallingThreadLocked();
   G().registry_lock.ResetAfterFork();
   ReleaseThreadAfterForkChild(forked_with_threads);

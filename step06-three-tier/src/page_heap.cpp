@@ -163,6 +163,20 @@ void PageHeap::ReleaseExpired() {
   ReleaseLocked(NowMs());
 }
 
+// A span another thread was giving back when the process forked is in no list here, and that
+// thread does not exist: it comes back as a free span, backed (whether or not the kernel had
+// dropped its pages, it is free), or Trim would wait for it for ever and its pages be lost.
+void PageHeap::AfterForkChild() {
+  SpinLockHolder hold(lock_);
+  while (Span* span = releasing_.first()) {
+    releasing_.Remove(span);
+    span->released = false;
+    span->state = SpanState::kFree;
+    span->free_since_ms = NowMs();
+    InsertLocked(CoalesceLocked(span));
+  }
+}
+
 std::uint64_t PageHeap::NextExpiryMs() {
   SpinLockHolder hold(lock_);
   if (lru_oldest_ == nullptr) return 0;
@@ -184,7 +198,7 @@ void PageHeap::Trim() {
     previous_reused_pages_ = reused_pages_ = 0;  // the program says it is done with its memory
     // Spans another thread (the release thread) is giving back right now are out of the lists:
     // the caller is promised they are gone when this returns, so wait for them.
-    while (releasing_ > 0) {
+    while (!releasing_.empty()) {
       lock_.Unlock();
       sched_yield();
       lock_.Lock();
@@ -415,11 +429,11 @@ void PageHeap::ReleaseLocked(std::uint64_t now) {
 bool PageHeap::ReleaseSpanLocked(Span* victim) {
   RemoveLocked(victim);
   victim->state = SpanState::kReleasing;
-  ++releasing_;
+  releasing_.PushFront(victim);
   lock_.Unlock();
   const bool released = OsRelease(victim->start(), victim->bytes());
   lock_.Lock();
-  --releasing_;
+  releasing_.Remove(victim);
   victim->released = released;
   victim->state = SpanState::kFree;
   if (!released) victim->free_since_ms = NowMs();

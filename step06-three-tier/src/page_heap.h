@@ -80,6 +80,8 @@ class PageHeap {
   void ReleaseExpired();
   // Releases every free page now, and unmaps every whole free region (malloc_trim).
   void Trim();
+  // In a fork's child, with the lock reset: the spans that were being released come back.
+  void AfterForkChild();
   // Free memory still backed, and when its oldest span's delay runs out (0: none).
   std::size_t FreeBackedBytes() const {
     return free_backed_pages_.load(std::memory_order_relaxed) << kPageShift;
@@ -157,7 +159,7 @@ class PageHeap {
   std::size_t window_peak_pages_ = 0;
   std::size_t previous_window_peak_pages_ = 0;
   std::uint64_t window_start_ms_ = 0;
-  int releasing_ = 0;  // spans in kReleasing: being given back, with the lock dropped
+  SpanList releasing_;  // spans in kReleasing: being given back, with the lock dropped
   // Reuse: pages handed out from backed free spans in the current reuse window and in the one
   // before. Free memory up to the larger of the two stays backed past the release delay: a
   // program that frees and reallocates big blocks (buffers, a request's arena) keeps them warm

@@ -2,6 +2,7 @@
 // while the program is quiet, and the calls that give everything back now (malloc_trim,
 // tierpool_thread_flush).
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -37,6 +38,9 @@ std::atomic<std::uint32_t> release_work{0};  // the futex word: 1 when there is 
 // that keeps a few MiB free (large blocks in churn spent a fifth of their time there).
 std::atomic<bool> release_waiting_for_expiry{false};
 std::atomic<bool> process_started{false};
+// Looks at the central lists in a row, by any thread, that drained nothing while less than
+// kReleaseThreadMinBytes stayed parked: after two, the release thread may sleep.
+std::atomic<std::uint32_t> quiet_looks{0};
 
 __attribute__((constructor)) void MarkProcessStarted() {
   process_started.store(true, std::memory_order_release);
@@ -57,13 +61,14 @@ void* ReleaseThreadMain(void*) {
     while (release_work.exchange(0, std::memory_order_acq_rel) == 0)
       WaitForWork(0);
     // Until the page heap has no backed free span left, and two looks in a row at the central
-    // lists drained nothing (a look notes how many batches stay parked, the next drains those
-    // that stayed). A wait may end without a look (the coarse clock says the period is not
-    // over): only looks count. New frees wake the thread at once.
-    for (int quiet_looks = 0; quiet_looks < 2;) {
+    // lists, the thread's own or a slow path's, found nothing to do (quiet_looks). New work
+    // (frees, a flush) wakes the thread at once and starts the count again.
+    quiet_looks.store(0, std::memory_order_relaxed);
+    for (;;) {
       const std::uint64_t expiry = g.page_heap.NextExpiryMs();
       const std::uint64_t now = NowMs();
       if (expiry == 0) {
+        if (quiet_looks.load(std::memory_order_relaxed) >= 2) break;
         WaitForWork(kDrainLookMs);
       } else {
         // The coarse clock ticks every few milliseconds: a span that is not due yet when the
@@ -71,15 +76,10 @@ void* ReleaseThreadMain(void*) {
         release_waiting_for_expiry.store(true, std::memory_order_relaxed);
         WaitForWork(expiry > now ? expiry - now : 1);
         release_waiting_for_expiry.store(false, std::memory_order_relaxed);
-        quiet_looks = 0;
       }
-      if (release_work.exchange(0, std::memory_order_acq_rel) != 0) quiet_looks = 0;
-      const IdleLook look = ReleaseIdleMemory();
-      if (look == IdleLook::kDrained) {
-        quiet_looks = 0;
-      } else if (look == IdleLook::kNothingIdle && expiry == 0) {
-        ++quiet_looks;
-      }
+      if (release_work.exchange(0, std::memory_order_acq_rel) != 0)
+        quiet_looks.store(0, std::memory_order_relaxed);
+      ReleaseIdleMemory();
     }
   }
   return nullptr;
@@ -155,23 +155,28 @@ void FlushThreadCache() {
   if (CentralFreeList::ParkedBytes() >= kReleaseThreadMinBytes) WakeReleaseThread();
 }
 
-IdleLook ReleaseIdleMemory() {
+void ReleaseIdleMemory() {
   Globals& g = G();
   // Every few release delays: the batches that stayed parked since the previous look are
   // drained to their spans (which may then go back to the page heap, as long idle).
   static std::atomic<std::uint64_t> last_look_ms{0};
   const std::uint64_t now = NowMs();
   std::uint64_t last = last_look_ms.load(std::memory_order_relaxed);
-  IdleLook look = IdleLook::kNotDue;
   if (now - last >= kDrainLookMs &&
       last_look_ms.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-    look = IdleLook::kNothingIdle;
+    bool drained = false;
     for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
-      if (CentralFreeList::InUse(cl) && g.central[cl].DrainIfIdle()) look = IdleLook::kDrained;
+      if (CentralFreeList::InUse(cl) && g.central[cl].DrainIfIdle()) drained = true;
+    }
+    // Quiet: nothing drained, and too little parked to call for another look (the batches it
+    // noted as parked go at the next look only if that many are waiting; fewer may stay).
+    if (drained || CentralFreeList::ParkedBytes() >= kReleaseThreadMinBytes) {
+      quiet_looks.store(0, std::memory_order_relaxed);
+    } else {
+      quiet_looks.fetch_add(1, std::memory_order_relaxed);
     }
   }
   g.page_heap.ReleaseExpired();
-  return look;
 }
 
 void Tick() {
@@ -208,6 +213,10 @@ std::size_t ReleaseFreeMemory() {
   for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
     if (CentralFreeList::InUse(cl)) g.central[cl].DrainIfIdle(/*all=*/true);
   }
+  // A look of the clock's (the release thread's) may have taken batches apart before this call
+  // did, and still be giving their spans to the page heap.
+  while (CentralFreeList::Draining() != 0)
+    sched_yield();
   const PageHeapStats before = g.page_heap.Stats();
   g.page_heap.Trim();
   const PageHeapStats after = g.page_heap.Stats();

@@ -232,6 +232,33 @@ TEST(CoreApi, PrintStatsWritesAReport) {
   EXPECT_NE(std::strstr(text, "released_bytes"), nullptr);
 }
 
+// Forks with the allocator's handlers; the child runs `work`, says so on a pipe and leaves.
+// True if it did and exited normally (a child that hangs is ended by an alarm it set itself).
+bool ChildRan(const auto& work) {
+  int done[2];
+  if (pipe(done) != 0) return false;
+  tierpool_fork_prepare();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    tierpool_fork_child();
+    work();
+    const char ok = 'k';
+    if (write(done[1], &ok, 1) != 1) _exit(2);
+    // Under valgrind the child's exit would run a leak search, and the blocks the parent's
+    // other threads held at the fork have no owner here: leave without one.
+    if (core_test::UnderValgrind()) raise(SIGKILL);
+    _exit(0);
+  }
+  tierpool_fork_parent();
+  close(done[1]);
+  char ok = 0;
+  const bool said = pid > 0 && read(done[0], &ok, 1) == 1 && ok == 'k';
+  close(done[0]);
+  int status = 0;
+  if (pid <= 0 || waitpid(pid, &status, 0) != pid) return false;
+  return said && (core_test::UnderValgrind() || (WIFEXITED(status) && WEXITSTATUS(status) == 0));
+}
+
 TEST(CoreApi, ForkChildCanAllocateWhileOtherThreadsDo) {
   std::atomic<bool> stop{false};
   std::vector<std::thread> busy;
@@ -244,37 +271,40 @@ TEST(CoreApi, ForkChildCanAllocateWhileOtherThreadsDo) {
     });
   }
   for (int i = 0; i < 20; ++i) {
-    int done[2];
-    ASSERT_EQ(pipe(done), 0);
-    tierpool_fork_prepare();
-    const pid_t pid = fork();
-    if (pid == 0) {
-      tierpool_fork_child();
+    EXPECT_TRUE(ChildRan([] {
       for (int j = 0; j < 1000; ++j)
         tierpool_free(tierpool_malloc(static_cast<std::size_t>(j) * 97));
-      const char ok = 'k';
-      if (write(done[1], &ok, 1) != 1) _exit(2);
-      // Under valgrind the child's exit would run a leak search, and the blocks the parent's
-      // other threads held at the fork have no owner here: leave without one.
-      if (core_test::UnderValgrind()) raise(SIGKILL);
-      _exit(0);
-    }
-    tierpool_fork_parent();
-    ASSERT_GT(pid, 0);
-    close(done[1]);
-    char ok = 0;
-    EXPECT_EQ(read(done[0], &ok, 1), 1);
-    EXPECT_EQ(ok, 'k');
-    close(done[0]);
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    if (!core_test::UnderValgrind()) {
-      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    }
+    }));
   }
   stop = true;
   for (auto& t : busy)
     t.join();
+}
+
+// A fork while another thread gives pages back to the OS (the madvise runs without the page
+// heap's lock): that thread does not exist in the child, and the span it held out of the lists
+// must not be waited for there. The child's trim returns (an alarm ends it otherwise).
+TEST(CoreApi, ForkChildCanTrimWhileAnotherThreadWasReleasing) {
+  const std::size_t big = static_cast<std::size_t>(core_test::Scaled(64, 32, 8)) << 20;  // MiB
+  std::atomic<bool> stop{false};
+  std::thread releaser([&] {
+    while (!stop.load()) {
+      auto* p = static_cast<unsigned char*>(tierpool_malloc(big));
+      if (p == nullptr) continue;
+      for (std::size_t at = 0; at < big; at += 4096)
+        p[at] = 1;  // resident, so that giving it back takes the kernel a while
+      tierpool_free(p);
+      tierpool_release_free_memory();
+    }
+  });
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_TRUE(ChildRan([] {
+      alarm(20);
+      tierpool_release_free_memory();
+    })) << "the child's trim never returned";
+  }
+  stop = true;
+  releaser.join();
 }
 
 }  // namespace

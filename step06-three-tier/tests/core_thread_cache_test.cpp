@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "allocator.h"
@@ -280,30 +281,51 @@ TEST(CentralSpans, ObjectsBackOnTheirSpansComeOutOnceAndEverySpanEmpties) {
 
 // A parked batch is drained only when it stayed in its slot for a whole period between two
 // looks: one parked just before a look (a thread that flushed its cache a moment earlier) is not
-// taken apart at once, whatever the phase of the drain's clock. (A look of the release thread's
-// between the park and the test's first look counts as that first look: the test tries again.)
-TEST(CentralSpans, ABatchParkedJustBeforeALookStaysUntilTheNextOne) {
+// taken apart at once, whatever the phase of the drain's clock; and of the batches parked, the
+// ones that go are those nobody touched (the bottom of the slots' stack), not the last parked.
+// (A look of the release thread's between two steps of the test moves its periods: a run that
+// saw one is tried again; the rule broken fails every run.)
+TEST(CentralSpans, OnlyBatchesParkedForAWholePeriodAreDrained) {
   constexpr std::size_t kSize = 256;
   CentralFreeList& central = G().central[SizeToClass(kSize)];
   const int batch = kClasses[SizeToClass(kSize)].batch;
+  struct Taken {
+    void* first = nullptr;
+    void* second = nullptr;
+  };
   std::string failure = "never run";
   for (int run = 0; run < 3 && !failure.empty(); ++run) {
     tierpool_release_free_memory();  // no batch parked: every look so far found none
-    void* first = nullptr;
-    void* second = nullptr;
-    ASSERT_EQ(central.RemoveRange(&first, &second, batch), batch);
-    const int before = central.ParkedBatches();
-    central.InsertRange(first, second, batch);
-    ASSERT_EQ(central.ParkedBatches(), before + 1) << "the batch was not parked";
-    central.DrainIfIdle();
-    if (central.ParkedBatches() != before + 1) {
-      failure = "the first look after the park drained the batch";
-      continue;
+    ASSERT_EQ(central.ParkedBatches(), 0);
+    Taken a, b, c;
+    for (Taken* t : {&a, &b, &c})
+      ASSERT_EQ(central.RemoveRange(&t->first, &t->second, batch), batch);
+    central.InsertRange(a.first, a.second, batch);
+    central.InsertRange(b.first, b.second, batch);
+    ASSERT_EQ(central.ParkedBatches(), 2) << "the batches were not parked";
+    central.DrainIfIdle();  // parked a moment ago: both stay
+    failure = central.ParkedBatches() == 2 ? "" : "the first look after the park drained";
+    Taken took;
+    void* parked_c = nullptr;
+    if (failure.empty()) {
+      ASSERT_EQ(central.RemoveRange(&took.first, &took.second, batch), batch);
+      if (took.first != b.first) failure = "a take was not the last batch parked";
+      central.InsertRange(c.first, c.second, batch);  // slots: a (untouched), c (new)
+      parked_c = std::exchange(c, {}).first;
+      central.DrainIfIdle();
+      if (central.ParkedBatches() != 1) failure = "not exactly the one untouched batch drained";
     }
-    central.DrainIfIdle();
-    ASSERT_EQ(central.ParkedBatches(), 0) << "a batch nobody took for a whole period stayed";
-    failure.clear();
+    if (failure.empty()) {
+      Taken left;
+      ASSERT_EQ(central.RemoveRange(&left.first, &left.second, batch), batch);
+      if (left.first != parked_c) failure = "the batch parked since the previous look went";
+      central.InsertRange(left.first, left.second, batch);
+    }
+    for (Taken* t : {&took, &c}) {  // back, whatever the run saw
+      if (t->first != nullptr) central.InsertRange(t->first, t->second, batch);
+    }
   }
+  tierpool_release_free_memory();
   EXPECT_EQ(failure, "");
 }
 
