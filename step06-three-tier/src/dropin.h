@@ -158,12 +158,14 @@ inline std::size_t UsableSize(const void* ptr) {
 
 // --- C++ operator new / delete ------------------------------------------------------------------
 //
-// C++ asks less alignment of `operator new(n)` than C asks of malloc: storage for an object of
-// size n, whose alignment divides n ([basic.stc.dynamic.allocation]). The size classes give that
-// unrounded (a class of size 24 holds objects 8-aligned, all a 24-byte object can need), so the
-// single-object forms skip malloc's rounding. `operator new[](n)` must hold any object no larger
-// than n (a 16-aligned one in 24 bytes), so the array forms round as malloc does; their sized
-// deletes round the same way, so the allocator finds the class the block came from.
+// Every form of `operator new` aligns as malloc does: 16 bytes for every block above 8. The
+// standard asks less of the single-object forms (storage for an object of size n, whose
+// alignment divides n: 8 for 40 bytes), but compilers assume more. Clang marks the result of
+// `operator new(n)` as aligned to __STDCPP_DEFAULT_NEW_ALIGNMENT__ (16 on x86-64) whatever n is,
+// and stores into it with aligned SSE moves: Debian's clang 14, whose libraries were built that
+// way, crashed on its first file when a 40-byte `new` came back 8-aligned. glibc, jemalloc,
+// tcmalloc and mimalloc all round small sizes to 16, and so does every form here, with its sized
+// delete rounding the same way so that the allocator finds the class the block came from.
 //
 // malloc_shim.cpp and new_delete.cpp are built without exceptions: a noexcept function that may
 // call a throwing one keeps a frame and cannot end in a tail call, which costs the fast paths a few
@@ -185,21 +187,11 @@ void* RetryNew(std::size_t request, std::size_t alignment, bool nothrow);
 void* NewSlow(std::size_t request, bool nothrow);
 
 inline void* OperatorNew(std::size_t size) {
-  if (void* block = impl::TryAllocateCached(size)) return block;
-  return NewSlow(size, false);
-}
-
-inline void* OperatorNewArray(std::size_t size) {
   if (void* block = impl::TryAllocateCached<impl::MallocSizeToClass>(size)) return block;
   return NewSlow(MallocRequest(size), false);
 }
 
 inline void* OperatorNewNothrow(std::size_t size) noexcept {
-  if (void* block = impl::TryAllocateCached(size)) return block;
-  return NewSlow(size, true);
-}
-
-inline void* OperatorNewArrayNothrow(std::size_t size) noexcept {
   if (void* block = impl::TryAllocateCached<impl::MallocSizeToClass>(size)) return block;
   return NewSlow(MallocRequest(size), true);
 }
@@ -224,13 +216,9 @@ inline void OperatorDelete(void* ptr) noexcept {
   impl::Free(ptr);
 }
 
-// Sized delete passes the size the program asked for (rounded as its operator new rounded it),
-// so the allocator finds the size class without a page-map lookup.
+// Sized delete passes the size the program asked for, which malloc's class table rounds as
+// operator new did, so the allocator finds the size class without a page-map lookup.
 inline void OperatorDeleteSized(void* ptr, std::size_t size) noexcept {
-  impl::FreeSized(ptr, size);
-}
-
-inline void OperatorDeleteArraySized(void* ptr, std::size_t size) noexcept {
   impl::FreeSized<impl::MallocSizeToClass>(ptr, size);
 }
 

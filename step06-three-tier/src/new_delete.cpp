@@ -18,13 +18,13 @@ TIERPOOL_OPERATOR void* operator new(size_t size) {
   return dropin::OperatorNew(size);
 }
 TIERPOOL_OPERATOR void* operator new[](size_t size) {
-  return dropin::OperatorNewArray(size);
+  return dropin::OperatorNew(size);
 }
 TIERPOOL_OPERATOR void* operator new(size_t size, const nothrow_t&) noexcept {
   return dropin::OperatorNewNothrow(size);
 }
 TIERPOOL_OPERATOR void* operator new[](size_t size, const nothrow_t&) noexcept {
-  return dropin::OperatorNewArrayNothrow(size);
+  return dropin::OperatorNewNothrow(size);
 }
 TIERPOOL_OPERATOR void* operator new(size_t size, align_val_t alignment) {
   return dropin::OperatorNewAligned(size, static_cast<size_t>(alignment));
@@ -57,7 +57,7 @@ TIERPOOL_OPERATOR void operator delete(void* ptr, size_t size) noexcept {
   dropin::OperatorDeleteSized(ptr, size);
 }
 TIERPOOL_OPERATOR void operator delete[](void* ptr, size_t size) noexcept {
-  dropin::OperatorDeleteArraySized(ptr, size);
+  dropin::OperatorDeleteSized(ptr, size);
 }
 // Aligned blocks are freed without the size: their class depends on the alignment too, and the
 // page map finds it either way.
