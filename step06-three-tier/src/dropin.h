@@ -160,12 +160,13 @@ inline std::size_t UsableSize(const void* ptr) {
 //
 // Every form of `operator new` aligns as malloc does: 16 bytes for every block above 8. The
 // standard asks less of the single-object forms (storage for an object of size n, whose
-// alignment divides n: 8 for 40 bytes), but compilers assume more. Clang marks the result of
-// `operator new(n)` as aligned to __STDCPP_DEFAULT_NEW_ALIGNMENT__ (16 on x86-64) whatever n is,
-// and stores into it with aligned SSE moves: Debian's clang 14, whose libraries were built that
-// way, crashed on its first file when a 40-byte `new` came back 8-aligned. glibc, jemalloc,
-// tcmalloc and mimalloc all round small sizes to 16, and so does every form here, with its sized
-// delete rounding the same way so that the allocator finds the class the block came from.
+// alignment divides n: 8 for 40 bytes), but compiled code assumes more. Debian's libclang-cpp 14
+// calls `operator new(40)` and zeroes bytes 16..31 of the result with `movaps`, an aligned
+// 16-byte store: the compiler that built it took the result as aligned to
+// __STDCPP_DEFAULT_NEW_ALIGNMENT__ (16 on x86-64) whatever the size, and clang crashed on its
+// first file when that block came back 8-aligned. glibc, jemalloc, tcmalloc and mimalloc all
+// round small sizes to 16, and so does every form here, with its sized delete rounding the same
+// way so that the allocator finds the class the block came from.
 //
 // malloc_shim.cpp and new_delete.cpp are built without exceptions: a noexcept function that may
 // call a throwing one keeps a frame and cannot end in a tail call, which costs the fast paths a few

@@ -678,8 +678,8 @@ TEST(DropinNew, EveryFormAllocatesAndEveryDeleteFrees) {
 
 // Every size, freed with its size: the hardened build (the asan preset) aborts when a sized
 // delete names another size class than the block's. Every form aligns as malloc does (16 above
-// 8 bytes): compilers assume it of `operator new(n)` whatever n is (src/dropin.h), and Debian's
-// clang 14 crashed when a 40-byte `new` came back 8-aligned.
+// 8 bytes): compiled code assumes it of `operator new(n)` whatever n is (src/dropin.h), and
+// Debian's clang 14 crashed when a 40-byte `new` came back 8-aligned.
 TEST(DropinNew, SizedDeleteAndAlignmentOfEverySmallSize) {
   std::vector<std::pair<void*, size_t>> singles, arrays;
   for (size_t n = 0; n <= 2048; ++n) {

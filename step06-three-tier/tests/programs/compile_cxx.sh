@@ -4,7 +4,7 @@
 # file (a compiler is deterministic: the same bytes on any malloc). Run by dropin_same_output.sh,
 # so the compiler's every process is preloaded. Debian's clang 14 crashed here on its first file
 # when a 40-byte `operator new` came back 8-aligned: its libraries store into such blocks with
-# 16-byte SSE moves (src/dropin.h).
+# aligned 16-byte moves (movaps; src/dropin.h).
 set -euo pipefail
 cxx=$1
 
