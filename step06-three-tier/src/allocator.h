@@ -166,8 +166,8 @@ TIERPOOL_ALWAYS_INLINE void* AllocateClass(ThreadCache* tc, std::size_t cl) {
 }
 // [/snippet]
 
-// How a small size finds its class: SizeToClass (the C++ API, operator new) or
-// MallocSizeToClass (malloc, and the operator new[] forms, which align as malloc does).
+// How a small size finds its class: SizeToClass (the C++ API) or MallocSizeToClass (malloc and
+// every form of operator new, which align every block above 8 bytes to 16; dropin.h).
 using ClassOfSize = std::size_t (*)(std::size_t);
 
 template <ClassOfSize kClassOf = SizeToClass>
