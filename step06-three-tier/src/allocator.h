@@ -181,7 +181,7 @@ TIERPOOL_ALWAYS_INLINE void* Allocate(std::size_t size) {
 // slow path (an empty list, a large size). Never fails for lack of memory, so a caller whose own
 // slow path does more than the allocator's (operator new's new-handler loop) keeps that out of
 // line, and its fast path stays a leaf function with no stack frame.
-template <ClassOfSize kClassOf = SizeToClass>
+template <ClassOfSize kClassOf>
 TIERPOOL_ALWAYS_INLINE void* TryAllocateCached(std::size_t size) {
   if (TIERPOOL_UNLIKELY(size > kMaxSmallSize)) return nullptr;
   ThreadCache* tc = tls_cache;

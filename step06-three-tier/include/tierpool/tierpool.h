@@ -23,7 +23,7 @@ extern "C" {
 #define TIERPOOL_EXPORT
 #endif
 
-// A block is 8-aligned at least, and 16-aligned when size is a multiple of 16 or above 128
+// A block is 8-aligned at least, and 16-aligned when size is a nonzero multiple of 16 or above 128
 // bytes: what an object of that size can need. The drop-in malloc and operator new give 16 to
 // every block above 8 bytes, as glibc does; here, ask tierpool_aligned_alloc(16, size) for it.
 TIERPOOL_EXPORT void* tierpool_malloc(size_t size);

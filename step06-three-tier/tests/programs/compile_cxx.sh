@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# compile_cxx.sh COMPILER: a C++ compiler building and linking a small threaded program heavy in
+# compile_cxx.sh COMPILER: a C++ compiler (clang++ in the tests) building and linking a small threaded program heavy in
 # templates (maps, strings, regex, threads), then the program's output and a hash of the object
 # file (a compiler is deterministic: the same bytes on any malloc). Run by dropin_same_output.sh,
 # so the compiler's every process is preloaded. Debian's clang 14 crashed here on its first file
