@@ -4,9 +4,10 @@
 // an object, writes each of its bytes WRITES times and frees it. An allocator that hands a thread
 // back the object it freed first, a neighbour of another thread's, makes the threads write one
 // line for their whole lives (passive false sharing); its time shows it. Prints the bytes' sum.
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "run_threads.h"
 
 static int iterations, writes, size;
 
@@ -39,19 +40,10 @@ int main(int argc, char** argv) {
   writes = atoi(argv[3]);
   size = atoi(argv[4]);
   if (threads < 1 || threads > 64 || iterations < 1 || writes < 1 || size < 1) return 2;
-  pthread_t ids[64];
   void* given[64];
-  for (int t = 0; t < threads; t++)
+  for (int t = 0; t < threads; t++) {
     given[t] = malloc((size_t)size);
-  for (int t = 0; t < threads; t++) {
-    if (given[t] == NULL || pthread_create(&ids[t], NULL, Work, given[t]) != 0) return 1;
+    if (given[t] == NULL) return 1;
   }
-  unsigned long total = 0;
-  for (int t = 0; t < threads; t++) {
-    void* sum;
-    pthread_join(ids[t], &sum);
-    total += (unsigned long)sum;
-  }
-  printf("%lu\n", total);
-  return 0;
+  return RunThreadsAndPrintSum(threads, Work, given);
 }
