@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# compile_cxx.sh COMPILER: a C++ compiler (clang++ in the tests) building and linking a small threaded program heavy in
-# templates (maps, strings, regex, threads), then the program's output and a hash of the object
-# file (a compiler is deterministic: the same bytes on any malloc). Run by dropin_same_output.sh,
-# so the compiler's every process is preloaded. Debian's clang 14 crashed here on its first file
-# when a 40-byte `operator new` came back 8-aligned: its libraries store into such blocks with
-# aligned 16-byte moves (movaps; src/dropin.h).
+# compile_cxx.sh COMPILER: a C++ compiler (clang++ in the tests) building and linking a small
+# threaded program heavy in templates (maps, strings, regex, threads), then the program's output
+# and a hash of the object file (a compiler is deterministic: the same bytes on any malloc). Run
+# by dropin_same_output.sh, so the compiler's every process is preloaded. Debian's clang 14
+# crashed here on its first file when a 40-byte `operator new` came back 8-aligned: its libraries
+# store into such blocks with aligned 16-byte moves (movaps; src/dropin.h).
 set -euo pipefail
 cxx=$1
 
