@@ -495,7 +495,8 @@ LADDERS = {
     },
     "step06": {
         "rungs": ["step06-plain", "step06-plus-sized-free", "step06-plus-byte-budget",
-                  "step06-plus-transfer-slots", "step06-plus-two-ahead", "step06-tierpool"],
+                  "step06-plus-transfer-slots", "step06-plus-two-ahead", "step06-plus-node-items",
+                  "step06-tierpool"],
         "workloads": [("rational", 1), ("shuffle64", 1), ("shuffle64", 16), ("sizes", 1),
                       ("sizes", 16), ("xthread", 2)],
         "peers": ["glibc", "mimalloc"],

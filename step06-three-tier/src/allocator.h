@@ -95,9 +95,11 @@ TIERPOOL_ALWAYS_INLINE void* HandOut(void* ptr, std::size_t cl) {
   return ptr;
 }
 
-// The list operations alone: the fast paths below and the slow paths that move objects between
-// a list and the central cache (thread_cache.cpp) share them. The list is unrolled
-// (thread_cache.h): a node is a free object holding the addresses of up to cap(cl) others.
+// The list operations alone, for the ladder's rungs whose thread caches keep lists (the library's
+// keeps arrays: PopTop and PushChecked below): the fast paths below and the slow paths that move
+// objects between a list and the central cache (thread_cache.cpp) share them. The list is
+// unrolled (thread_cache.h): a node is a free object holding the addresses of up to cap(cl)
+// others.
 //
 // Takes one object off the list of class `cl`, whose first node is `first` (tagged: named by
 // its last item's word, its item count in the low bits; not the list's end). kRoom: the list's
@@ -152,16 +154,34 @@ TIERPOOL_ALWAYS_INLINE void ListPush(ThreadCache* tc, std::size_t cl, void* ptr)
 }
 // [/snippet]
 
-// Takes an object off the thread's list of class `cl`, whose first node is `first` (tagged).
+// Takes an object off the thread's class `cl`: the top of its array, or its list's first node's
+// last item (`first`, tagged).
 // [snippet:pop]
 TIERPOOL_ALWAYS_INLINE void* PopHead(ThreadCache* tc, std::size_t cl, void* first) {
   void* ptr = ListPop</*kRoom=*/true>(tc, cl, first);
   return HandOut(ptr, cl);
 }
 
+// An array's top object (`top` is above the array's low end). Hardened: a freed block's first
+// word holds an encoded null (PushChecked, SpreadBatch); anything else is a write after free.
+TIERPOOL_ALWAYS_INLINE void* PopTop(ThreadCache* tc, std::size_t cl, void** top) {
+  void* ptr = top[-1];
+  tc->set_top(cl, top - 1);
+  if constexpr (kHardened) {
+    if (TIERPOOL_UNLIKELY(LoadNext(ptr) != nullptr))
+      Fatal("free-list link overwritten in a freed block", ptr);
+  }
+  return HandOut(ptr, cl);
+}
+
 TIERPOOL_ALWAYS_INLINE void* AllocateClass(ThreadCache* tc, std::size_t cl) {
-  void* first = tc->head(cl);
-  if (TIERPOOL_LIKELY(!IsListEnd(first))) return PopHead(tc, cl, first);
+  if constexpr (kSlotArrays) {
+    void** top = tc->top(cl);
+    if (TIERPOOL_LIKELY(top != tc->low(cl))) return PopTop(tc, cl, top);
+  } else {
+    void* first = tc->head(cl);
+    if (TIERPOOL_LIKELY(!IsListEnd(first))) return PopHead(tc, cl, first);
+  }
   return AllocateRefill(tc, static_cast<std::uint32_t>(cl));
 }
 // [/snippet]
@@ -186,15 +206,31 @@ TIERPOOL_ALWAYS_INLINE void* TryAllocateCached(std::size_t size) {
   if (TIERPOOL_UNLIKELY(size > kMaxSmallSize)) return nullptr;
   ThreadCache* tc = tls_cache;
   const std::size_t cl = kClassOf(size);
-  void* first = tc->head(cl);
-  if (TIERPOOL_UNLIKELY(IsListEnd(first))) return nullptr;
-  return PopHead(tc, cl, first);
+  if constexpr (kSlotArrays) {
+    void** top = tc->top(cl);
+    if (TIERPOOL_UNLIKELY(top == tc->low(cl))) return nullptr;
+    return PopTop(tc, cl, top);
+  } else {
+    void* first = tc->head(cl);
+    if (TIERPOOL_UNLIKELY(IsListEnd(first))) return nullptr;
+    return PopHead(tc, cl, first);
+  }
 }
 
 // A block of class `cl`, already checked and marked free, goes on the thread's list. The room
 // is checked before the push, so the shared empty cache (limit 0) is never written.
 // [snippet:push]
 TIERPOOL_ALWAYS_INLINE void PushChecked(ThreadCache* tc, void* ptr, std::size_t cl) {
+  if constexpr (kSlotArrays) {
+    void** top = tc->top(cl);
+    if (TIERPOOL_LIKELY(top < tc->end(cl))) {  // (the empty cache's arrays: top == end, null)
+      if constexpr (kHardened) StoreNext(ptr, nullptr);  // checked when it is popped
+      *top = ptr;
+      tc->set_top(cl, top + 1);
+      return;
+    }
+    return PushFull(tc, ptr, static_cast<std::uint32_t>(cl));
+  }
   const std::int64_t room = tc->room(cl) - 1;
   if (TIERPOOL_LIKELY(room >= 0)) {
     tc->set_room(cl, room);

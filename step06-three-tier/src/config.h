@@ -41,6 +41,10 @@
 //   TIERPOOL_NODE_ITEMS        a free object on a thread-cache list carries the addresses of up
 //                              to 7 others (unrolled lists, thread_cache.h); off, every node
 //                              carries none and the lists are chains of free objects
+//   TIERPOOL_SLOT_ARRAYS       a thread cache keeps each class's free objects as an array of
+//                              their addresses (thread_cache.h), and lists only between the
+//                              tiers: a pop or push is one load or store, no freed block is
+//                              read or written, and there is no node to guess about
 // Two more pay only in libtierpool.so, so the chapter measures them there (a library built with
 // -DTIERPOOL_...=0 in CMAKE_CXX_FLAGS, preloaded under the malloc rows, counted by callgrind):
 //   TIERPOOL_MALLOC_CLASS_TABLE  malloc finds its class in a table of its own (size_class.h)
@@ -56,6 +60,9 @@
 #endif
 #ifndef TIERPOOL_NODE_ITEMS
 #define TIERPOOL_NODE_ITEMS 1
+#endif
+#ifndef TIERPOOL_SLOT_ARRAYS
+#define TIERPOOL_SLOT_ARRAYS 1
 #endif
 #ifndef TIERPOOL_MALLOC_CLASS_TABLE
 #define TIERPOOL_MALLOC_CLASS_TABLE 1
@@ -83,6 +90,7 @@ inline constexpr bool kHardened = TIERPOOL_HARDENED != 0;
 inline constexpr bool kTransferSlots = TIERPOOL_TRANSFER_SLOTS != 0;
 inline constexpr bool kByteBudget = TIERPOOL_BYTE_BUDGET != 0;
 inline constexpr bool kNodeItems = TIERPOOL_NODE_ITEMS != 0;
+inline constexpr bool kSlotArrays = TIERPOOL_SLOT_ARRAYS != 0;
 // How many nodes down a list's link points (TIERPOOL_TWO_AHEAD): 2, or 1 for a plain chain.
 inline constexpr std::size_t kAhead = TIERPOOL_TWO_AHEAD != 0 ? 2 : 1;
 inline constexpr bool kMallocClassTable = TIERPOOL_MALLOC_CLASS_TABLE != 0;

@@ -32,7 +32,8 @@ void GetStats(tierpool_stats* out) {
   out->page_heap_free_bytes = heap.free_backed_bytes;
   out->mapped_bytes = heap.mapped_bytes;
   out->released_bytes = heap.free_released_bytes;
-  out->metadata_bytes = Metadata().MappedBytes() + page_map.LeavesAllocated() * PageMap::kLeafBytes;
+  out->metadata_bytes = Metadata().MappedBytes() +
+                        page_map.LeavesAllocated() * PageMap::kLeafBytes + SlotArena::MappedBytes();
   out->large_bytes_in_use = heap.large_in_use_bytes;
   out->spans_in_use = heap.spans_in_use;
 }

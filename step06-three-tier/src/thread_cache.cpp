@@ -3,9 +3,11 @@
 // fast paths call when they leave the thread (AllocateRefill, PushFull).
 #include "thread_cache.h"
 
+#include <atomic>
 #include <cerrno>
 
 #include "allocator.h"
+#include "os.h"
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
 namespace {
@@ -35,13 +37,164 @@ void FreeUncached(void* ptr, std::uint32_t cl, bool to_back = false) {
 
 constinit const ThreadCache empty_cache;
 
+// --- The arrays' memory ------------------------------------------------------------------------
+
+namespace {
+// A region's first line: the next region of its arena, its size, and (while no thread owns it)
+// the next spare region.
+struct RegionHeader {
+  void** next;
+  std::size_t bytes;
+  void** next_spare;
+};
+constexpr std::size_t kRegionHeaderBytes = kCacheLineSize;
+constexpr std::size_t kFirstRegionBytes = 64 * 1024;
+// Chunks from this size up give their pages back to the OS when they are put back.
+constexpr std::size_t kReleasedChunkBytes = 64 * 1024;
+// Spare regions kept for new threads; beyond, an exiting thread's region is unmapped.
+constexpr int kMaxSpareRegions = 64;
+
+RegionHeader* HeaderOf(void** region) {
+  return reinterpret_cast<RegionHeader*>(region);
+}
+
+SpinLock spare_regions_lock;
+void** spare_regions = nullptr;
+int spare_region_count = 0;
+std::atomic<std::size_t> region_bytes{0};  // mapped for arrays, spare regions included
+}  // namespace
+
+std::size_t SlotArena::MappedBytes() {
+  return region_bytes.load(std::memory_order_relaxed);
+}
+
+void** SlotArena::Get(unsigned k) {
+  if (free_[k] != nullptr) {
+    void** chunk = free_[k];
+    free_[k] = static_cast<void**>(*chunk);
+    return chunk;
+  }
+  const std::size_t bytes = sizeof(void*) << k;
+  if (static_cast<std::size_t>(limit_ - next_) < bytes) {
+    // A new region, twice the last: the rest of the current one is left uncut.
+    std::size_t size = last_bytes_ == 0 ? kFirstRegionBytes : 2 * last_bytes_;
+    while (size < bytes + kRegionHeaderBytes)
+      size *= 2;
+    auto** region = static_cast<void**>(OsMap(size, kOsPageSize));
+    if (region == nullptr) return nullptr;
+    region_bytes.fetch_add(size, std::memory_order_relaxed);
+    HeaderOf(region)->bytes = size;
+    if (regions_ == nullptr) {
+      regions_ = region;
+    } else {  // second in the chain, so that the first stays the one Recycle keeps
+      HeaderOf(region)->next = HeaderOf(regions_)->next;
+      HeaderOf(regions_)->next = region;
+    }
+    last_bytes_ = size;
+    next_ = reinterpret_cast<char*>(region) + kRegionHeaderBytes;
+    limit_ = reinterpret_cast<char*>(region) + size;
+  }
+  void** chunk = reinterpret_cast<void**>(next_);
+  next_ += bytes;
+  return chunk;
+}
+
+void SlotArena::Put(void** chunk, unsigned k) {
+  const std::size_t bytes = sizeof(void*) << k;
+  if (bytes >= kReleasedChunkBytes)
+    OsRelease(chunk + kOsPageSize / sizeof(void*),
+              bytes - kOsPageSize);  // (its first page links)
+  *chunk = free_[k];
+  free_[k] = chunk;
+}
+
+void SlotArena::Recycle() {
+  if (regions_ == nullptr) return;
+  for (void** region = HeaderOf(regions_)->next; region != nullptr;) {
+    void** next = HeaderOf(region)->next;
+    region_bytes.fetch_sub(HeaderOf(region)->bytes, std::memory_order_relaxed);
+    OsUnmap(region, HeaderOf(region)->bytes);
+    region = next;
+  }
+  HeaderOf(regions_)->next = nullptr;
+  bool kept = false;
+  {
+    SpinLockHolder hold(spare_regions_lock);
+    if (spare_region_count < kMaxSpareRegions) {
+      HeaderOf(regions_)->next_spare = spare_regions;
+      spare_regions = regions_;
+      ++spare_region_count;
+      kept = true;
+    }
+  }
+  if (!kept) {
+    region_bytes.fetch_sub(HeaderOf(regions_)->bytes, std::memory_order_relaxed);
+    OsUnmap(regions_, HeaderOf(regions_)->bytes);
+  }
+  *this = SlotArena();
+}
+
+void SlotArena::Adopt() {
+  if (regions_ != nullptr) return;
+  {
+    SpinLockHolder hold(spare_regions_lock);
+    if (spare_regions == nullptr) return;
+    regions_ = spare_regions;
+    spare_regions = HeaderOf(regions_)->next_spare;
+    --spare_region_count;
+  }
+  last_bytes_ = HeaderOf(regions_)->bytes;
+  next_ = reinterpret_cast<char*>(regions_) + kRegionHeaderBytes;
+  limit_ = reinterpret_cast<char*>(regions_) + last_bytes_;
+}
+
+bool ThreadCache::Reserve(std::uint32_t cl, std::size_t n) {
+  if (logs_[cl] != 0 && n <= (std::size_t{1} << logs_[cl])) return true;
+  unsigned k = SlotArena::kMinLog;
+  while ((std::size_t{1} << k) < n)
+    ++k;
+  void** chunk = arena_.Get(k);
+  if (chunk == nullptr) return false;
+  const std::size_t length = static_cast<std::size_t>(tops_[cl] - lows_[cl]);
+  const std::size_t max = static_cast<std::size_t>(ends_[cl] - lows_[cl]);
+  for (std::size_t i = 0; i < length; ++i)
+    chunk[i] = lows_[cl][i];
+  if (logs_[cl] != 0) arena_.Put(lows_[cl], logs_[cl]);
+  lows_[cl] = chunk;
+  set_top(cl, chunk + length);
+  ends_[cl] = chunk + max;
+  logs_[cl] = static_cast<std::uint8_t>(k);
+  return true;
+}
+
+void ThreadCache::SetMaxLength(std::uint32_t cl, std::uint32_t max) {
+  const std::int64_t change = std::int64_t{max} - std::int64_t{max_lengths_[cl]};
+  if constexpr (kSlotArrays) {
+    if (max == 0 && length(cl) == 0 && logs_[cl] != 0) {  // an unused array goes back
+      arena_.Put(lows_[cl], logs_[cl]);
+      logs_[cl] = 0;
+      lows_[cl] = nullptr;
+      set_top(cl, nullptr);
+    }
+    ends_[cl] = lows_[cl] + max;  // (Grow reserved the room)
+  } else {
+    set_room(cl, rooms_[cl] + change);
+  }
+  capacity_ += change * static_cast<std::int64_t>(ClassSize(cl));
+  __atomic_store_n(&max_lengths_[cl], max, __ATOMIC_RELAXED);  // CachedBytes reads it
+}
+
+// --- The limits ----------------------------------------------------------------------------------
+
 void ThreadCache::Init(std::int64_t budget) {
   for (std::uint32_t cl = 0; cl < kNumClasses; ++cl) {
     caps_[cl] = static_cast<std::int64_t>(ItemsPerNode(kClasses[cl].size));
-    // Empty: both nodes are the list's end (which looks like a full node).
-    heads_[cl] = ListEnd(ItemsPerNode(kClasses[cl].size));
-    seconds_[cl] = heads_[cl];
+    // A list: empty, both nodes are the list's end (which looks like a full node). An array:
+    // empty and full, until its first refill or free gives it a chunk.
+    if constexpr (!kSlotArrays)
+      heads_[cl] = seconds_[cl] = ListEnd(ItemsPerNode(kClasses[cl].size));
   }
+  if constexpr (kSlotArrays) arena_.Adopt();
   budget_ = budget;
 }
 
@@ -59,6 +212,9 @@ std::uint32_t ThreadCache::Grow(std::uint32_t cl, std::uint32_t max) {
     if (capacity_ + need > budget_) Steal(cl, capacity_ + need - budget_);
     const std::int64_t spare = budget_ - capacity_;
     if (spare < need) max = old + static_cast<std::uint32_t>(spare > 0 ? spare / size : 0);
+  }
+  if constexpr (kSlotArrays) {
+    if (!Reserve(cl, max)) return old;
   }
   SetMaxLength(cl, max);
   return max;
@@ -113,10 +269,26 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   if (want == 0) want = 1;
   void* first;
   void* second;
+  if constexpr (kSlotArrays) {
+    // Room for whatever the central list gives (a parked batch whole, or `want`); without it
+    // (the OS refused a chunk), one object, uncached.
+    if (!Reserve(cl, want > batch ? want : batch)) {
+      return G().central[cl].RemoveRange(&first, &second, 1) == 0 ? nullptr : first;
+    }
+  }
   const int got = G().central[cl].RemoveRange(&first, &second, static_cast<int>(want),
                                               /*whole_batch=*/true);
   if (got == 0) return nullptr;
   if (static_cast<std::uint32_t>(got) > limit) Grow(cl, static_cast<std::uint32_t>(got));
+  if constexpr (kSlotArrays) {
+    SpreadBatch(cl, first, second, got);
+    set_top(cl, tops_[cl] - 1);
+    void* ptr = *tops_[cl];
+    // A whole batch the budget has no room for: the rest of it goes back.
+    if (tops_[cl] > ends_[cl])
+      ReleaseToCentral(cl, static_cast<std::uint32_t>(tops_[cl] - ends_[cl]));
+    return ptr;
+  }
   // The list was empty: the batch becomes the list (its first two nodes, tagged with their item
   // counts, are the list's first two), and its first object is handed out.
   void* end = ListEnd(static_cast<std::uintptr_t>(caps_[cl]));
@@ -127,6 +299,29 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   // A whole batch the budget has no room for: the rest of it goes back.
   if (rooms_[cl] < 0) ReleaseToCentral(cl, static_cast<std::uint32_t>(-rooms_[cl]));
   return ptr;
+}
+
+// The batch's objects in the order its list would hand them out (each node's items from the
+// last, then the node), the first on top. Each node is read once, its link first, and the node
+// after the next is prefetched (a chain of kAhead 2 names it).
+void ThreadCache::SpreadBatch(std::uint32_t cl, void* first, void* second, int n) {
+  const auto cap = static_cast<std::uintptr_t>(caps_[cl]);
+  void** const bottom = tops_[cl];
+  void** slot = bottom + n;  // one past where the first object goes
+  void* cursor[2] = {first, second};
+  for (std::size_t k = 0; slot > bottom; ++k) {
+    void* tagged = cursor[k % kAhead];
+    void* node = NodeOf(tagged);
+    const std::uintptr_t items = ItemsOf(tagged);
+    void* next = LoadLinkOfClass(node, page_map, cl, cap);
+    cursor[k % kAhead] = next;
+    __builtin_prefetch(NodeOf(next));
+    for (std::uintptr_t i = items; i > 0; --i)
+      *--slot = TakeItemOfClass(node, i, page_map, cl);
+    if constexpr (kHardened) StoreNext(node, nullptr);  // an array's mark (PopTop checks it)
+    *--slot = node;
+  }
+  set_top(cl, bottom + n);
 }
 
 void ThreadCache::MakeRoom(std::uint32_t cl) {
@@ -148,11 +343,22 @@ void ThreadCache::MakeRoom(std::uint32_t cl) {
   ReleaseToCentral(cl, release);
 }
 
-// Detaches the first n objects of the list (the ones it would hand out first) and gives them to
-// the central cache in batches, each an unrolled list of its own: the list's first nodes, whole,
-// and where the batch ends inside a node, that node's last items, one of them made a node holding
-// the others. Only the nodes are read (their links), and the last few written.
+// Gives the n objects a list would hand out first to the central cache, in batches, each an
+// unrolled list of its own.
+//
+// An array: its top objects, made nodes again, cap + 1 objects a node: the first of a group
+// handed out (the top) is its node's last item, the last the node itself, so that the batch
+// hands them out in the array's order. Each node is written (its items and link); the items are
+// not (but for the hardened mode's mark, an encoded null in their first word).
+//
+// A list: its first nodes, whole, and where the batch ends inside a node, that node's last
+// items, one of them made a node holding the others. Only the nodes are read (their links), and
+// the last few written.
 void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n) {
+  if constexpr (kSlotArrays) {
+    ReleaseArrayTop(cl, n);
+    return;
+  }
   const std::uint32_t batch = kClasses[cl].batch;
   const auto cap = static_cast<std::uintptr_t>(caps_[cl]);
   void* const end = ListEnd(cap);
@@ -199,6 +405,35 @@ void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n) {
   }
 }
 
+void ThreadCache::ReleaseArrayTop(std::uint32_t cl, std::uint32_t n) {
+  const std::uint32_t batch = kClasses[cl].batch;
+  const auto cap = static_cast<std::uintptr_t>(caps_[cl]);
+  void* const end = ListEnd(cap);
+  void* nodes[kMaxBatch];  // the batch's nodes, tagged
+  while (n > 0) {
+    const std::uint32_t take = n < batch ? n : batch;
+    void** group = tops_[cl];  // one past the group's first object
+    std::size_t m = 0;
+    for (std::uint32_t left = take; left > 0;) {
+      const std::uintptr_t objects = left < cap + 1 ? left : cap + 1;
+      group -= objects;
+      void* node = group[0];  // the group's bottom: handed out last
+      for (std::uintptr_t i = 1; i < objects; ++i) {
+        void* item = group[i];  // item i: the last (the group's top) is handed out first
+        if constexpr (kHardened) StoreNext(item, nullptr);  // checked when the item is taken
+        StoreItem(node, i, item);
+      }
+      nodes[m++] = TagNode(node, objects - 1);
+      left -= static_cast<std::uint32_t>(objects);
+    }
+    for (std::size_t i = 0; i < m; ++i)
+      StoreNext(NodeOf(nodes[i]), i + kAhead < m ? nodes[i + kAhead] : end);
+    set_top(cl, group);
+    G().central[cl].InsertRange(nodes[0], m > 1 ? nodes[1] : end, static_cast<int>(take));
+    n -= take;
+  }
+}
+
 void ThreadCache::ReleaseAll() {
   for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
     if (length(cl) > 0) ReleaseToCentral(cl, length(cl));
@@ -210,6 +445,15 @@ void ThreadCache::ReleaseAll() {
 std::size_t ThreadCache::CachedBytes() const {
   std::size_t bytes = 0;
   for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
+    if constexpr (kSlotArrays) {
+      // Read while the owner moves its arrays: a length that cannot be is not counted.
+      void** top = __atomic_load_n(&tops_[cl], __ATOMIC_RELAXED);
+      void** low = __atomic_load_n(&lows_[cl], __ATOMIC_RELAXED);
+      const std::uint8_t log = __atomic_load_n(&logs_[cl], __ATOMIC_RELAXED);
+      if (top > low && top - low <= (std::ptrdiff_t{1} << log))
+        bytes += static_cast<std::size_t>(top - low) * ClassSize(cl);
+      continue;
+    }
     const std::int64_t max = __atomic_load_n(&max_lengths_[cl], __ATOMIC_RELAXED);
     const std::int64_t length = max - __atomic_load_n(&rooms_[cl], __ATOMIC_RELAXED);
     if (length > 0) bytes += static_cast<std::size_t>(length) * ClassSize(cl);

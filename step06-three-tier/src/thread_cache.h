@@ -1,4 +1,22 @@
-// ThreadCache: the top tier, one per thread, no locks, no atomic read-modify-writes.
+// ThreadCache: the top tier, one per thread, no locks, no atomic read-modify-writes. It keeps a
+// list of free objects per size class; allocation pops one, free pushes one, and only an empty
+// list (FetchFromCentral) or a full one (MakeRoom) leaves the thread.
+//
+// The library's lists are *arrays* (TIERPOOL_SLOT_ARRAYS, the ladder's last rung):
+//
+//   lows[class] .. tops[class] .. ends[class]   the free objects' addresses, the last freed on top
+//
+// A pop is `*--tops[cl]`, a push `*tops[cl]++ = p`, each after one compare that is almost always
+// passed (top above low; top below end, ends[cl] - lows[cl] being the list's limit). The freed
+// objects themselves are neither read nor written, and no branch depends on how the objects
+// arrived: when a program's sizes jump from class to class at every call, the unrolled list's
+// "items left in this node?" was a guess, and this has none. Each array is a chunk of 2^k slots
+// from the cache's SlotArena, moved to a bigger chunk when the limit outgrows it (a slow path).
+// Between the tiers objects still travel as unrolled lists (CentralFreeList): a refill spreads
+// a batch's nodes into the array (FetchFromCentral), a release makes the array's top objects
+// nodes again (ReleaseToCentral).
+//
+// The rungs below the last keep each class's free objects as a list threaded through them:
 //
 //   heads[class], seconds[class]:  the first two nodes of the list, tagged with their item counts
 //   rooms[class]:                   how many more objects the list may take (limit - length)
@@ -32,8 +50,7 @@
 // list's heads_ looks like a full first node, so the first push makes a node without testing for
 // null, and popping the last node makes heads_ the end again.
 //
-// Allocation pops a list, free pushes one; only an empty list (FetchFromCentral) or a full one
-// (MakeRoom) leaves the thread. The arrays are kept apart (not an array of structs) so that the
+// The per-class fields are kept apart (not an array of structs) so that the
 // fast path addresses each with one scaled-index instruction.
 //
 // max_length starts at 0 and grows with use: by one object per refill until it reaches the
@@ -59,23 +76,77 @@
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
 
+// The memory of a thread cache's arrays: chunks of 2^k addresses, cut from regions mapped from
+// the OS and reused through a free list per k. A thread that exits leaves its first region to
+// the next thread (a thread per request would otherwise map and unmap one each time).
+class SlotArena {
+ public:
+  static constexpr unsigned kMinLog = 4;  // the smallest chunk: 16 addresses, two cache lines
+  // A chunk of 2^k addresses; nullptr when the OS refuses memory.
+  void** Get(unsigned k);
+  // A chunk back for reuse; the pages of a big one go back to the OS.
+  void Put(void** chunk, unsigned k);
+  // The thread exits (nothing in the arena is in use): its first region is kept for another
+  // thread's arena, the others unmapped.
+  void Recycle();
+  // A new thread: a region an exited thread left, if there is one.
+  void Adopt();
+  // Bytes mapped for the arrays of every thread (stats: metadata).
+  static std::size_t MappedBytes();
+
+ private:
+  void** free_[32] = {};
+  char* next_ = nullptr;  // the current region's uncut rest: [next_, limit_)
+  char* limit_ = nullptr;
+  void** regions_ = nullptr;  // the first region; each region's header: RegionHeader
+  std::size_t last_bytes_ = 0;
+};
+
 class ThreadCache {
  public:
   constexpr ThreadCache() = default;
-  // A real cache (not the empty one): the class sizes and a budget of `budget` bytes.
+  // A real cache (not the empty one): a budget of `budget` bytes.
   void Init(std::int64_t budget);
   // The thread's share of the overall budget changed (threads came or went): take it up.
   void AdoptBudget(std::int64_t budget);
   ThreadCache(const ThreadCache&) = delete;
   ThreadCache& operator=(const ThreadCache&) = delete;
 
-  TIERPOOL_ALWAYS_INLINE void* head(std::size_t cl) const { return heads_[cl]; }
-  TIERPOOL_ALWAYS_INLINE void set_head(std::size_t cl, void* object) { heads_[cl] = object; }
-  TIERPOOL_ALWAYS_INLINE void* second(std::size_t cl) const { return seconds_[cl]; }
-  TIERPOOL_ALWAYS_INLINE void set_second(std::size_t cl, void* object) { seconds_[cl] = object; }
+  // --- The arrays (kSlotArrays) ---
+  TIERPOOL_ALWAYS_INLINE void** top(std::size_t cl) const { return tops_[cl]; }
+  TIERPOOL_ALWAYS_INLINE void set_top(std::size_t cl, void** top) {
+#if defined(TIERPOOL_TSAN)
+    __atomic_store_n(&tops_[cl], top, __ATOMIC_RELAXED);  // CachedBytes reads it from afar
+#else
+    tops_[cl] = top;
+#endif
+  }
+  TIERPOOL_ALWAYS_INLINE void** low(std::size_t cl) const {
+    return lows_[cl];
+  }
+  TIERPOOL_ALWAYS_INLINE void** end(std::size_t cl) const {
+    return ends_[cl];
+  }
+
+  // --- The lists (the ladder's lower rungs) ---
+  TIERPOOL_ALWAYS_INLINE void* head(std::size_t cl) const {
+    return heads_[cl];
+  }
+  TIERPOOL_ALWAYS_INLINE void set_head(std::size_t cl, void* object) {
+    heads_[cl] = object;
+  }
+  TIERPOOL_ALWAYS_INLINE void* second(std::size_t cl) const {
+    return seconds_[cl];
+  }
+  TIERPOOL_ALWAYS_INLINE void set_second(std::size_t cl, void* object) {
+    seconds_[cl] = object;
+  }
   // Room left in the list: max_length - length. Kept instead of the length so that a push is
   // a decrement and a sign test (the shared empty cache has none, and is never written).
-  TIERPOOL_ALWAYS_INLINE std::int64_t room(std::size_t cl) const { return rooms_[cl]; }
+  TIERPOOL_ALWAYS_INLINE std::int64_t room(std::size_t cl) const {
+    if constexpr (kSlotArrays) return ends_[cl] - tops_[cl];
+    return rooms_[cl];
+  }
   TIERPOOL_ALWAYS_INLINE void set_room(std::size_t cl, std::int64_t n) {
 #if defined(TIERPOOL_TSAN)
     __atomic_store_n(&rooms_[cl], n, __ATOMIC_RELAXED);  // CachedBytes reads it from afar
@@ -83,7 +154,13 @@ class ThreadCache {
     rooms_[cl] = n;
 #endif
   }
+  // How many items a node of `cl` holds.
+  TIERPOOL_ALWAYS_INLINE std::int64_t cap(std::size_t cl) const {
+    return caps_[cl];
+  }
+
   std::uint32_t length(std::size_t cl) const {
+    if constexpr (kSlotArrays) return static_cast<std::uint32_t>(tops_[cl] - lows_[cl]);
     return max_lengths_[cl] - static_cast<std::uint32_t>(rooms_[cl]);
   }
   std::uint32_t max_length(std::size_t cl) const {
@@ -97,29 +174,33 @@ class ThreadCache {
   void MakeRoom(std::uint32_t cl);
   // Everything back to the central cache (thread exit, tierpool_thread_flush).
   void ReleaseAll();
-
-  // How many items a node of `cl` holds.
-  TIERPOOL_ALWAYS_INLINE std::int64_t cap(std::size_t cl) const {
-    return caps_[cl];
+  // The thread exits, after ReleaseAll: the arrays' memory is left for another thread.
+  void RetireArrays() {
+    arena_.Recycle();
   }
 
   std::size_t CachedBytes() const;  // for stats, callable from any thread
 
  private:
   void ReleaseToCentral(std::uint32_t cl, std::uint32_t n);
+  void ReleaseArrayTop(std::uint32_t cl, std::uint32_t n);
+  // Array `cl` has room for n objects, moved to a chunk of the next power of two if it had not.
+  // False when the OS refuses memory.
+  bool Reserve(std::uint32_t cl, std::size_t n);
+  // The objects of a batch from the central cache onto array `cl`, its first object on top.
+  void SpreadBatch(std::uint32_t cl, void* first, void* second, int n);
   // Raises the limit of `cl` towards `max` as far as the budget allows, lowering other lists'
   // limits for it if need be (Steal). The limit it got.
   std::uint32_t Grow(std::uint32_t cl, std::uint32_t max);
   // Frees `bytes` of the budget for `cl` by lowering other lists' limits; objects above a
   // lowered limit go back to the central cache.
   void Steal(std::uint32_t cl, std::int64_t bytes);
-  void SetMaxLength(std::uint32_t cl, std::uint32_t max) {
-    set_room(cl, rooms_[cl] + std::int64_t{max} - std::int64_t{max_lengths_[cl]});
-    capacity_ += (std::int64_t{max} - std::int64_t{max_lengths_[cl]}) *
-                 static_cast<std::int64_t>(ClassSize(cl));
-    __atomic_store_n(&max_lengths_[cl], max, __ATOMIC_RELAXED);  // CachedBytes reads it
-  }
+  void SetMaxLength(std::uint32_t cl, std::uint32_t max);
 
+  // The arrays first, so that they start at the object's first byte (only one set is used).
+  void** tops_[kNumClasses] = {};
+  void** lows_[kNumClasses] = {};
+  void** ends_[kNumClasses] = {};  // lows_ + max_length
   void* heads_[kNumClasses] = {};
   void* seconds_[kNumClasses] = {};
   std::int64_t rooms_[kNumClasses] = {};
@@ -128,14 +209,15 @@ class ThreadCache {
   std::int64_t caps_[kNumClasses] = {};
   // The rest is for the slow paths only.
   std::uint32_t max_lengths_[kNumClasses] = {};
+  std::uint8_t logs_[kNumClasses] = {};  // array `cl` is a chunk of 2^logs_[cl] (0: none)
   std::int64_t capacity_ = 0;      // the limits' bytes: sum of max_lengths_[cl] * ClassSize(cl)
   std::int64_t budget_ = 0;        // what capacity_ may reach
   std::uint32_t next_victim_ = 1;  // where Steal looks first
   std::uint8_t overages_[kNumClasses] = {};
+  SlotArena arena_;
 
  public:
-  // Registry of live caches (stats, fork), guarded by the registry lock. Last, so that the hot
-  // arrays start at the object's first byte.
+  // Registry of live caches (stats, fork), guarded by the registry lock.
   ThreadCache* registry_next = nullptr;
   ThreadCache* registry_prev = nullptr;
 };

@@ -33,6 +33,7 @@ void DestroyThreadCache(void* cache) {
   tls_cache = EmptyCache();
   tls_state = kExited;
   tc->ReleaseAll();
+  tc->RetireArrays();
   Globals& g = G();
   {
     SpinLockHolder hold(g.registry_lock);

@@ -144,54 +144,58 @@ TEST_F(CoreHardened, WriteAfterFreeIsCaughtWhenTheBlockIsReused) {
       "written after it was freed: pointer 0x");
 }
 
-TEST_F(CoreHardened, FreeListLinksAreNotPlainPointers) {
+// A freed block on its thread cache's array keeps no address: its first word holds an encoded
+// null, the mark PopTop checks, and no plain value (neither null nor a neighbour's address).
+TEST_F(CoreHardened, AFreedBlockInTheThreadCacheHoldsOnlyAnEncodedMark) {
   if (kToolsWatchFreedMemory) GTEST_SKIP() << "reading freed memory is what the tools forbid";
-  hardened::FlushThreadCache();  // empty lists: the two frees below stay in this thread's cache
+  hardened::FlushThreadCache();
   void* a = hardened::Allocate(32);
   void* b = hardened::Allocate(32);
   hardened::Free(a);
   hardened::Free(b);
-  // b is the list's newest object: an item of the first node, or the first node itself. The
-  // word a pop reads (the node's last item, or the node's link) holds no plain address.
-  void* head = hardened::tls_cache->head(hardened::SizeToClass(32));
+  const std::size_t cl = hardened::SizeToClass(32);
+  ASSERT_EQ(hardened::tls_cache->top(cl)[-1], b) << "the last freed is on top";
   std::uintptr_t stored;
-  std::memcpy(&stored, hardened::LastWordOf(head), sizeof(stored));
-  if (hardened::ItemsOf(head) != 0) {
-    EXPECT_NE(stored, reinterpret_cast<std::uintptr_t>(b));
-  } else {
-    ASSERT_EQ(head, b);
-    EXPECT_NE(stored, reinterpret_cast<std::uintptr_t>(
-                          hardened::tls_cache->second(hardened::SizeToClass(32))));
-  }
+  std::memcpy(&stored, b, sizeof(stored));
+  EXPECT_NE(stored, std::uintptr_t{0});
+  EXPECT_NE(stored, reinterpret_cast<std::uintptr_t>(a));
   EXPECT_EQ(hardened::Allocate(32), b);
   EXPECT_EQ(hardened::Allocate(32), a);
   hardened::Free(a);
   hardened::Free(b);
 }
 
-// The same for an item: a stray write of a live block's address into the word of a freed node
-// that holds a free block's address. The allocator aborts naming the node's word before it hands
-// the forged address out.
+// Between the tiers, blocks travel as unrolled lists: a node holds its items' addresses, encoded.
+// A stray write of a live block's address into such a word of a parked batch: the allocator
+// aborts naming the node before it hands the forged address out.
 TEST_F(CoreHardened, AnOverwrittenItemAbortsNamingTheNode) {
+  const std::size_t cl = hardened::SizeToClass(48);
+  const std::size_t batch = hardened::kClasses[cl].batch;
+  const std::size_t group = hardened::ItemsPerNode(48) + 1;  // a node and its items
+  void* live = hardened::Allocate(1000);                     // a block of another class
+  std::vector<void*> blocks(batch + 1);
+  for (void*& p : blocks)
+    p = hardened::Allocate(48);
+  // After a flush the array's limit is 0: the first free goes to the central cache, and each
+  // later one raises the limit by one (slow start), so the array ends holding exactly `batch`.
   hardened::FlushThreadCache();
-  void* live = hardened::Allocate(48);
-  void* a = hardened::Allocate(48);
-  void* b = hardened::Allocate(48);
-  hardened::Free(a);
-  hardened::Free(b);
-  void* head = hardened::tls_cache->head(hardened::SizeToClass(48));
-  ASSERT_NE(hardened::ItemsOf(head), 0u) << "b is an item of the first node";
-  void* word = hardened::LastWordOf(head);  // holds b's address
+  for (void* p : blocks)
+    hardened::Free(p);
+  ASSERT_EQ(hardened::tls_cache->length(cl), batch);
+  // The next flush sends them as one batch, parked whole. Its first node is the bottom of the
+  // array's top group, and that node's last item is the top.
+  void* node = hardened::tls_cache->top(cl)[-static_cast<std::ptrdiff_t>(group)];
+  hardened::FlushThreadCache();
+  void* word = static_cast<void**>(node) + (group - 1);  // holds the top's address
   EXPECT_DEATH(
       {
         std::memcpy(word, &live, sizeof(live));  // the bug: a write through a dangling pointer
-        void* again = hardened::Allocate(48);    // takes the node's last item
+        void* again = hardened::Allocate(48);    // the refill takes the parked batch
         hardened::Free(again);
       },
       TIERPOOL_ASAN ? "use-after-poison"
                     : "step06-three-tier\\): free-list item overwritten in a freed block: "
                       "pointer 0x[0-9a-f]+");
-  hardened::Free(hardened::Allocate(48));
   hardened::Free(live);
 }
 
@@ -205,9 +209,9 @@ TEST_F(CoreHardened, AnOverwrittenFreeListLinkAbortsNamingTheBlock) {
         void* a = hardened::Allocate(48);
         void* b = hardened::Allocate(48);
         hardened::Free(a);
-        hardened::Free(b);                     // the list's head; its first word is its link
+        hardened::Free(b);                     // on top of the array; its first word a mark
         std::memcpy(b, &live, sizeof(live));   // the bug: a write through a dangling pointer
-        void* again = hardened::Allocate(48);  // pops b and reads its link
+        void* again = hardened::Allocate(48);  // pops b and checks its mark
         hardened::Free(again);
       },
       TIERPOOL_ASAN ? "use-after-poison"

@@ -25,6 +25,35 @@ struct MapFailure {
   ~MapFailure() { SetMapFailureAfter(-1); }
 };
 
+// A new thread whose arrays cannot be mapped: the objects the central cache already holds still
+// serve it, one at a time, and its frees go back there.
+TEST(CoreOom, AThreadWhoseArraysCannotBeMappedIsServedWithoutThem) {
+  constexpr std::size_t kSize = 64, kCount = 20000;
+  std::vector<void*> blocks(kCount);
+  for (void*& p : blocks)
+    p = tierpool_malloc(kSize);
+  for (void* p : blocks)
+    tierpool_free(p);
+  tierpool_thread_flush();  // all of them in the central cache
+  std::thread([&] {
+    MapFailure no_more_memory;
+    for (void*& p : blocks) {
+      p = tierpool_malloc(kSize);
+      ASSERT_NE(p, nullptr);
+      std::memset(p, 3, kSize);
+    }
+    for (void* p : blocks)
+      tierpool_free(p);
+  }).join();
+  std::vector<void*> again(kCount);
+  for (void*& p : again) {
+    p = tierpool_malloc(kSize);
+    ASSERT_NE(p, nullptr);
+  }
+  for (void* p : again)
+    tierpool_free(p);
+}
+
 TEST(CoreOom, InjectedMapFailureGivesNullAndEnomemThenRecovers) {
   std::vector<void*> kept;
   {

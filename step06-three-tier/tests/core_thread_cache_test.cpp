@@ -231,6 +231,55 @@ TEST(ThreadCacheLists, EveryObjectComesBackOnceWhateverTheOrder) {
   }
 }
 
+// The array of a class moves to a chunk twice as big each time its limit outgrows it (16
+// addresses first). A thread that only frees grows its limit one object at a time up to a batch
+// (slow start), so its array moves with objects in it: they come out last freed first.
+TEST(ThreadCacheArrays, ObjectsComeBackLastFreedFirstAcrossChunkMoves) {
+  const std::size_t size = 64;
+  const std::size_t cl = SizeToClass(size);
+  const std::size_t count = kClasses[cl].batch;
+  ASSERT_GT(count, 64u) << "the array should move at least three times";
+  std::vector<void*> blocks(count);
+  for (void*& p : blocks)
+    p = tierpool::ConcurrentAlloc(size);
+  std::thread([&] {
+    for (void* p : blocks)  // the first goes to the central cache (a class new to this thread)
+      tierpool::ConcurrentFree(p, size);
+    ASSERT_EQ(tls_cache->length(cl), count - 1);
+    for (std::size_t i = count - 1; i >= 1; --i) {
+      void* p = tierpool::ConcurrentAlloc(size);
+      ASSERT_EQ(p, blocks[i]) << "not the last freed first, " << i;
+      blocks[i] = p;
+    }
+  }).join();
+  for (std::size_t i = 1; i < count; ++i)  // (blocks[0] is free, in the central cache)
+    tierpool::ConcurrentFree(blocks[i], size);
+}
+
+// A thread that exits leaves its array region to the next thread: threads one after another
+// map no more for their arrays than one thread does.
+TEST(ThreadCacheArrays, ThreadsOneAfterAnotherReuseOneRegion) {
+  auto one_thread = [] {
+    std::thread([] {
+      std::vector<void*> blocks;
+      for (std::size_t size : {16, 48, 200, 1000})
+        for (int i = 0; i < 500; ++i)
+          blocks.push_back(tierpool_malloc(size));
+      for (void* p : blocks)
+        tierpool_free(p);
+    }).join();
+  };
+  one_thread();
+  tierpool_stats before;
+  tierpool_get_stats(&before);
+  for (int i = 0; i < 100; ++i)
+    one_thread();
+  tierpool_stats after;
+  tierpool_get_stats(&after);
+  EXPECT_LE(after.metadata_bytes, before.metadata_bytes + (std::size_t{256} << 10))
+      << "each thread mapped arrays of its own";
+}
+
 // The central list's slow paths: batches taken apart onto their spans, and objects taken back
 // from the spans' lists (a list whole, or cut) and carved. Every seventh object stays live, so
 // the spans stay in use with the others back on their lists in random order. They must come out

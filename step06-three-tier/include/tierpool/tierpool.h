@@ -48,7 +48,7 @@ struct tierpool_stats {
   size_t page_heap_free_bytes;  // free spans still backed by memory (not released)
   size_t mapped_bytes;          // total mapped from the OS for user memory
   size_t released_bytes;        // mapped but returned to the OS with madvise(DONTNEED)
-  size_t metadata_bytes;        // mapped for spans, thread caches and page-map nodes
+  size_t metadata_bytes;        // mapped for spans, thread caches and their arrays, page maps
   size_t large_bytes_in_use;    // part of bytes_in_use served as whole spans (> 256 KiB)
   size_t thread_caches;         // live thread caches
   size_t spans_in_use;          // spans holding at least one live object or a large block
