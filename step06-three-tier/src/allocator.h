@@ -166,6 +166,7 @@ TIERPOOL_ALWAYS_INLINE void* PopHead(ThreadCache* tc, std::size_t cl, void* firs
 // word holds an encoded null (PushChecked, SpreadBatch); anything else is a write after free.
 TIERPOOL_ALWAYS_INLINE void* PopTop(ThreadCache* tc, std::size_t cl, void** top) {
   void* ptr = top[-1];
+  if constexpr (kToolsSearchLeaks) top[-1] = nullptr;
   tc->set_top(cl, top - 1);
   if constexpr (kHardened) {
     if (TIERPOOL_UNLIKELY(LoadNext(ptr) != nullptr))

@@ -14,6 +14,7 @@ bool forked_with_threads = false;
 // `op` on every lock ForkPrepare takes after the registry's, in the reverse order.
 void AfterRegistryInReverse(void (SpinLock::*op)()) {
   Globals& g = G();
+  (SlotArena::SpareLock().*op)();
   (Metadata().lock().*op)();
   (g.cache_pool.lock().*op)();
   (g.span_pool.lock().*op)();
@@ -25,7 +26,7 @@ void AfterRegistryInReverse(void (SpinLock::*op)()) {
 }  // namespace
 
 // Every lock, always in this order: registry, central lists by class, page heap, span pool,
-// cache pool, metadata arena. No code path takes them in another order.
+// cache pool, metadata arena, spare array regions. No code path takes them in another order.
 // [snippet:fork-prepare]
 void ForkPrepare() {
   EnsureInit();
@@ -38,6 +39,7 @@ void ForkPrepare() {
   g.span_pool.lock().Lock();
   g.cache_pool.lock().Lock();
   Metadata().lock().Lock();
+  SlotArena::SpareLock().Lock();
 }
 // [/snippet]
 

@@ -235,6 +235,10 @@ TIERPOOL_ALWAYS_INLINE void ToolsOnResize(void* block, std::size_t old_bytes,
 // allocator must not skip work whose effect only shows in memory (clearing known-zero pages,
 // moving pages instead of copying them).
 inline constexpr bool kToolsWatchMemory = TIERPOOL_VALGRIND || TIERPOOL_ASAN;
+// Whether memcheck searches memory for leaks: every word of ours it can read that holds a block's
+// address keeps that block "reachable", so a thread cache's array clears the slots it gives up
+// (a popped block the program then leaks must be reported lost).
+inline constexpr bool kToolsSearchLeaks = TIERPOOL_VALGRIND != 0;
 
 // Hardened builds fill freed blocks with this pattern (after the link) and check it on reuse,
 // so a write after free is caught the next time the block is handed out.

@@ -68,6 +68,10 @@ std::size_t SlotArena::MappedBytes() {
   return region_bytes.load(std::memory_order_relaxed);
 }
 
+SpinLock& SlotArena::SpareLock() {
+  return spare_regions_lock;
+}
+
 void** SlotArena::Get(unsigned k) {
   if (free_[k] != nullptr) {
     void** chunk = free_[k];
@@ -159,6 +163,10 @@ bool ThreadCache::Reserve(std::uint32_t cl, std::size_t n) {
   const std::size_t max = static_cast<std::size_t>(ends_[cl] - lows_[cl]);
   for (std::size_t i = 0; i < length; ++i)
     chunk[i] = lows_[cl][i];
+  if constexpr (kToolsSearchLeaks) {
+    for (std::size_t i = 0; i < length; ++i)
+      lows_[cl][i] = nullptr;
+  }
   if (logs_[cl] != 0) arena_.Put(lows_[cl], logs_[cl]);
   lows_[cl] = chunk;
   set_top(cl, chunk + length);
@@ -284,6 +292,7 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
     SpreadBatch(cl, first, second, got);
     set_top(cl, tops_[cl] - 1);
     void* ptr = *tops_[cl];
+    if constexpr (kToolsSearchLeaks) *tops_[cl] = nullptr;
     // A whole batch the budget has no room for: the rest of it goes back.
     if (tops_[cl] > ends_[cl])
       ReleaseToCentral(cl, static_cast<std::uint32_t>(tops_[cl] - ends_[cl]));
@@ -428,6 +437,10 @@ void ThreadCache::ReleaseArrayTop(std::uint32_t cl, std::uint32_t n) {
     }
     for (std::size_t i = 0; i < m; ++i)
       StoreNext(NodeOf(nodes[i]), i + kAhead < m ? nodes[i + kAhead] : end);
+    if constexpr (kToolsSearchLeaks) {
+      for (void** slot = group; slot < tops_[cl]; ++slot)
+        *slot = nullptr;
+    }
     set_top(cl, group);
     G().central[cl].InsertRange(nodes[0], m > 1 ? nodes[1] : end, static_cast<int>(take));
     n -= take;

@@ -76,6 +76,8 @@
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
 
+class SpinLock;
+
 // The memory of a thread cache's arrays: chunks of 2^k addresses, cut from regions mapped from
 // the OS and reused through a free list per k. A thread that exits leaves its first region to
 // the next thread (a thread per request would otherwise map and unmap one each time).
@@ -93,6 +95,8 @@ class SlotArena {
   void Adopt();
   // Bytes mapped for the arrays of every thread (stats: metadata).
   static std::size_t MappedBytes();
+  // Guards the spare regions of exited threads; nothing else is taken while it is held (fork).
+  static SpinLock& SpareLock();
 
  private:
   void** free_[32] = {};
