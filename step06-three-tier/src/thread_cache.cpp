@@ -152,6 +152,14 @@ void SlotArena::Adopt() {
   limit_ = reinterpret_cast<char*>(regions_) + last_bytes_;
 }
 
+// Array `cl` is now `chunk` (2^log addresses; none: null, 0), holding `length` objects. Stored
+// atomically: CachedBytes reads them from another thread.
+void ThreadCache::SetArray(std::uint32_t cl, void** chunk, std::uint8_t log, std::size_t length) {
+  __atomic_store_n(&lows_[cl], chunk, __ATOMIC_RELAXED);
+  __atomic_store_n(&logs_[cl], log, __ATOMIC_RELAXED);
+  set_top(cl, chunk + length);
+}
+
 bool ThreadCache::Reserve(std::uint32_t cl, std::size_t n) {
   if (logs_[cl] != 0 && n <= (std::size_t{1} << logs_[cl])) return true;
   unsigned k = SlotArena::kMinLog;
@@ -168,10 +176,8 @@ bool ThreadCache::Reserve(std::uint32_t cl, std::size_t n) {
       lows_[cl][i] = nullptr;
   }
   if (logs_[cl] != 0) arena_.Put(lows_[cl], logs_[cl]);
-  lows_[cl] = chunk;
-  set_top(cl, chunk + length);
+  SetArray(cl, chunk, static_cast<std::uint8_t>(k), length);
   ends_[cl] = chunk + max;
-  logs_[cl] = static_cast<std::uint8_t>(k);
   return true;
 }
 
@@ -180,9 +186,7 @@ void ThreadCache::SetMaxLength(std::uint32_t cl, std::uint32_t max) {
   if constexpr (kSlotArrays) {
     if (max == 0 && length(cl) == 0 && logs_[cl] != 0) {  // an unused array goes back
       arena_.Put(lows_[cl], logs_[cl]);
-      logs_[cl] = 0;
-      lows_[cl] = nullptr;
-      set_top(cl, nullptr);
+      SetArray(cl, nullptr, 0, 0);
     }
     ends_[cl] = lows_[cl] + max;  // (Grow reserved the room)
   } else {

@@ -191,6 +191,7 @@ class ThreadCache {
   // Array `cl` has room for n objects, moved to a chunk of the next power of two if it had not.
   // False when the OS refuses memory.
   bool Reserve(std::uint32_t cl, std::size_t n);
+  void SetArray(std::uint32_t cl, void** chunk, std::uint8_t log, std::size_t length);
   // The objects of a batch from the central cache onto array `cl`, its first object on top.
   void SpreadBatch(std::uint32_t cl, void* first, void* second, int n);
   // Raises the limit of `cl` towards `max` as far as the budget allows, lowering other lists'
