@@ -151,12 +151,14 @@ TEST_F(CoreHardened, AFreedBlockInTheThreadCacheHoldsOnlyAnEncodedMark) {
   hardened::FlushThreadCache();
   void* a = hardened::Allocate(32);
   void* b = hardened::Allocate(32);
+  std::memset(b, 0x5a, 32);  // the program's data: the free must overwrite its first word
   hardened::Free(a);
   hardened::Free(b);
   const std::size_t cl = hardened::SizeToClass(32);
   ASSERT_EQ(hardened::tls_cache->top(cl)[-1], b) << "the last freed is on top";
   std::uintptr_t stored;
   std::memcpy(&stored, b, sizeof(stored));
+  EXPECT_EQ(stored, hardened::EncodeLink(nullptr)) << "the mark PopTop checks";
   EXPECT_NE(stored, std::uintptr_t{0});
   EXPECT_NE(stored, reinterpret_cast<std::uintptr_t>(a));
   EXPECT_EQ(hardened::Allocate(32), b);
