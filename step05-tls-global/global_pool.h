@@ -7,14 +7,13 @@
 // code of that is in thread_registry.h (LeftByExitedThreads), the data here.
 //
 // A GlobalPool is built from the pool's data structures (object_pool.h: its FreeSlots, BlockRest
-// and BlockChunk) and its Traits; the calls that touch the pool itself (telling the hardened mode
-// and the memory tools of a chunk) take it as a parameter. Stats() reads the managers and the
-// published count of lists (pool_stats.h).
+// and BlockChunk) and its Traits; the calls that touch the pool itself (mapping and unmapping a
+// chunk, which the hardened mode and the memory tools are told of: hardened.h) take it as a
+// parameter. Stats() reads the managers and the published count of lists (pool_stats.h).
 #pragma once
 
 #include <atomic>
 #include <cstddef>
-#include <iterator>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -28,17 +27,16 @@ inline constexpr std::size_t kCacheLine = 64;
 
 template <class FreeSlots, class BlockRest, class BlockChunk, class Traits>
 class alignas(kCacheLine) GlobalPool
-    : public LeftByExitedThreads<GlobalPool<FreeSlots, BlockRest, BlockChunk, Traits>, FreeSlots,
-                                 BlockRest, Traits> {
-  friend LeftByExitedThreads<GlobalPool, FreeSlots, BlockRest, Traits>;
-  template <class Pool>
+    : public LeftByExitedThreads<GlobalPool<FreeSlots, BlockRest, BlockChunk, Traits>, Traits> {
+  friend LeftByExitedThreads<GlobalPool, Traits>;
+  template <class Pool, class PoolTraits>
   friend class PoolStatsOf;  // Stats() reads the managers (pool_stats.h)
-  static constexpr std::size_t kBlockChunkSize = Traits::kBlockChunkSize;
 
   struct BlockManager {
-    std::vector<BlockChunk*> block_chunks_;     // every chunk; unmapped when the pool dies
-    std::size_t next_block_ = kBlockChunkSize;  // next uncarved Block of block_chunks_.back()
-    std::vector<BlockRest> returned_rests_;     // beyond the article: rests of exited threads
+    std::vector<BlockChunk*> block_chunks_;  // every chunk; unmapped when the pool dies
+    // The next uncarved Block of block_chunks_.back() (none: kBlockChunkSize).
+    std::size_t next_block_ = Traits::kBlockChunkSize;
+    std::vector<BlockRest> returned_rests_;  // beyond the article: rests of exited threads
   };
 
   struct FreeSlotsManager {
@@ -60,12 +58,9 @@ class alignas(kCacheLine) GlobalPool
     if (lists_available_.load(std::memory_order_relaxed) == 0) return false;
     std::lock_guard<step04::SpinLock> lock(freeslots_lock_);
     auto& lists = freeslots_manager_.freeslots_;
-    if (!lists.empty()) {
-      out = lists.back();
-      lists.pop_back();
-    } else if (!this->PopPartialLocked(out)) {
-      return false;
-    }
+    if (lists.empty()) return this->PopPartialLocked(out);  // beyond the article
+    out = lists.back();
+    lists.pop_back();
     PublishCount();
     return true;
   }
@@ -88,18 +83,16 @@ class alignas(kCacheLine) GlobalPool
   bool PopBlock(BlockRest& out, auto& pool) noexcept {
     std::lock_guard<std::mutex> lock(block_mutex_);
     if (this->PopReturnedRestLocked(out)) return true;
-    if (block_manager_.next_block_ == kBlockChunkSize && !NewBlockChunk(pool)) return false;
+    if (block_manager_.next_block_ == Traits::kBlockChunkSize && !NewBlockChunk(pool)) return false;
     auto& block = block_manager_.block_chunks_.back()->blocks_[block_manager_.next_block_++];
-    out = {std::begin(block.slots_), std::end(block.slots_)};
+    out = {block.slots_, block.slots_ + Traits::kBlockSize};
     return true;
   }
 
   // Every chunk goes back to the OS, whether or not its objects were freed (the pool dies).
   void ReleaseChunks(auto& pool) noexcept {
-    for (BlockChunk* chunk : block_manager_.block_chunks_) {
-      pool.ChunkUnmapping(chunk);
-      Traits::UnmapChunk(chunk, sizeof(BlockChunk));
-    }
+    for (BlockChunk* chunk : block_manager_.block_chunks_)
+      pool.UnmapChunk(chunk);
   }
 
  private:
@@ -110,12 +103,8 @@ class alignas(kCacheLine) GlobalPool
     } catch (const std::bad_alloc&) {
       return false;
     }
-    void* memory = Traits::MapChunk(sizeof(BlockChunk));
-    if (__builtin_expect(memory == nullptr, 0)) return false;
-    if (!pool.ChunkMapped(memory)) {  // told to the hardened mode and the tools
-      Traits::UnmapChunk(memory, sizeof(BlockChunk));
-      return false;
-    }
+    void* memory = pool.MapChunk();  // Traits::MapChunk(), told to the hardened mode and the tools
+    if (memory == nullptr) return false;
     chunks.push_back(static_cast<BlockChunk*>(memory));
     block_manager_.next_block_ = 0;
     return true;

@@ -187,64 +187,79 @@ class SlotDirectory {
   std::vector<ChunkRecord> records_;  // hardened mode only, sorted by begin
 };
 
-// A base of the ObjectPool (Pool, which derives from it): where the hardened mode and the memory
-// tools look. Every address a free list keeps in a free slot is stored through EncodeLink() and
-// read back through DecodeLink() (a prefetch) or FollowLink() (an address the pool is about to
-// use, read from the free slot `holder`: checked in the hardened mode); every slot handed out
-// goes through HandOut(), every one given back through TakeBack(), every chunk through
-// ChunkMapped() and ChunkUnmapping(). The pool's link_key_ and directory_ are its members.
-template <class Pool>
+// A base of the ObjectPool (Pool, which derives from it; Traits its Traits): where the hardened
+// mode and the memory tools look. Every address a free list keeps in a free slot is stored through
+// EncodeLink() and read back through DecodeLink() (a prefetch) or FollowLink() (an address the
+// pool is about to use, read from the free slot `holder`: checked in the hardened mode); every
+// slot handed out goes through HandOut(), every one given back through TakeBack(), every chunk
+// through MapChunk() and UnmapChunk(). It holds the pool's secret key (link_key_), and is the
+// pool's valgrind mempool from the pool's birth to its death; the pool's directory_ is the pool's.
+template <class Pool, class Traits>
 class PoolChecks {
  public:
   template <class Slot>
   Slot* EncodeLink(Slot* slot) const noexcept {
-    return Self().link_key_.Encode(slot);
+    return link_key_.Encode(slot);
   }
   template <class Slot>
   Slot* DecodeLink(Slot* stored) const noexcept {
-    return Self().link_key_.Decode(stored);
+    return link_key_.Decode(stored);
   }
   template <class Slot>
   Slot* FollowLink([[maybe_unused]] const Slot* holder, Slot* stored) const noexcept {
     Slot* slot = DecodeLink(stored);
-    if constexpr (Pool::kHardened) Self().directory_.CheckLink(holder, slot);
+    if constexpr (Traits::kHardened) Self().directory_.CheckLink(holder, slot);
     return slot;
   }
 
  protected:
+  PoolChecks() : link_key_(this) { tools::PoolCreated(this); }
+  ~PoolChecks() { tools::PoolDestroyed(this); }
+
   // A slot becomes the caller's. filled: it was freed and holds the fill pattern (a node of a
   // list holds links instead, a slot carved from a Block holds nothing yet).
   template <class Slot>
   void* HandOut(Slot* slot, [[maybe_unused]] bool filled) noexcept {
-    if constexpr (Pool::kHardened) Self().directory_.HandingOut(slot, filled);
+    if constexpr (Traits::kHardened) Self().directory_.HandingOut(slot, filled);
     tools::OpenSlot(slot, sizeof(Slot));
-    tools::HandOut(&Self(), slot, sizeof(typename Pool::value_type));
+    tools::HandOut(this, slot, sizeof(typename Pool::value_type));
     return slot;
   }
 
   // The caller gives a slot back.
   template <class Slot>
   void TakeBack(Slot* slot) noexcept {
-    if constexpr (Pool::kHardened) Self().directory_.TakingBack(slot);
-    tools::TakeBack(&Self(), slot);
+    if constexpr (Traits::kHardened) Self().directory_.TakingBack(slot);
+    tools::TakeBack(this, slot);
   }
 
-  // A chunk newly mapped: known to the hardened mode's directory and to the memory tools. False
-  // when out of memory (for the directory).
-  bool ChunkMapped(void* chunk) noexcept {
-    if constexpr (Pool::kHardened) {
-      if (!Self().directory_.Remember(chunk)) return false;
+  // A new chunk from Traits::MapChunk(), known to the hardened mode's directory and to the memory
+  // tools; nullptr when out of memory (the OS's, or the directory's: the chunk goes back then).
+  void* MapChunk() noexcept {
+    constexpr std::size_t kBytes = sizeof(typename Pool::BlockChunk);
+    void* chunk = Traits::MapChunk(kBytes);
+    if (__builtin_expect(chunk == nullptr, 0)) return nullptr;
+    if constexpr (Traits::kHardened) {
+      if (!Self().directory_.Remember(chunk)) {
+        Traits::UnmapChunk(chunk, kBytes);
+        return nullptr;
+      }
     }
-    tools::ChunkMapped(chunk, Pool::kChunkBytes);
-    return true;
+    tools::ChunkMapped(chunk, kBytes);
+    return chunk;
   }
 
-  // A chunk about to go back to the OS.
-  void ChunkUnmapping(void* chunk) noexcept { tools::ChunkUnmapping(chunk, Pool::kChunkBytes); }
+  // A chunk goes back to the OS.
+  void UnmapChunk(void* chunk) noexcept {
+    tools::ChunkUnmapping(chunk, sizeof(typename Pool::BlockChunk));
+    Traits::UnmapChunk(chunk, sizeof(typename Pool::BlockChunk));
+  }
 
  private:
   const Pool& Self() const noexcept { return static_cast<const Pool&>(*this); }
   Pool& Self() noexcept { return static_cast<Pool&>(*this); }
+
+  [[no_unique_address]] const LinkKey<Traits::kHardened> link_key_;
 };
 
 }  // namespace detail

@@ -65,9 +65,9 @@ using FreeSlotsFor =
 // ...and the free objects it keeps in front of that list (recent_frees.h; none in the plain
 // design).
 template <class Slot, class Traits>
-using RecentFreesFor =
-    std::conditional_t<(Traits::kRecentSize > 0),
-                       RecentFrees<Slot, (Traits::kRecentSize > 0 ? Traits::kRecentSize : 2)>,
-                       NoRecentFrees>;
+using RecentFreesFor = std::conditional_t<
+    (Traits::kRecentSize > 0),
+    RecentFrees<Slot, (Traits::kRecentSize > 0 ? Traits::kRecentSize : 2), Traits::kFreeSlotsSize>,
+    NoRecentFrees>;
 
 }  // namespace step05

@@ -17,8 +17,9 @@
 //                      speed of ObjectPool<T>, and the list and array each Traits builds;
 //                      unrolled_list.h and recent_frees.h hold their code, and the `if constexpr`
 //                      branches below are their hooks
-//   thread_registry.h  how a thread finds its LocalPool (Local()), and what the LocalPool gives
-//                      back when the thread exits (beyond the article)
+//   thread_registry.h  how a thread finds its LocalPool (Local(); made, and given its GlobalPool,
+//                      on first use), and what the LocalPool gives back when the thread exits
+//                      (beyond the article)
 //   hardened.h         the hardened mode (double frees, foreign pointers, encoded links), and
 //                      where it and the memory tools look at a slot or a chunk (PoolChecks)
 //   pool_stats.h       Stats(), what a pool holds, read from its GlobalPools
@@ -27,9 +28,7 @@
 
 #include <sys/mman.h>
 
-#include <atomic>
 #include <cstddef>
-#include <memory>
 #include <new>
 #include <utility>
 
@@ -112,21 +111,21 @@ struct PlainFreeSlots {
   // [/snippet]
 };
 
-// Its bases, each in the header that names it: how a thread finds its LocalPool, and what it
-// gives back when it exits (thread_registry.h; first, so that the fast path reaches the pool's
-// id at the pool's own address); Stats() and the sizes (pool_stats.h); where the hardened mode
-// and the memory tools look (hardened.h).
+// Its bases, each in the header that names it: how a thread finds its LocalPool (made on its
+// first use of the pool), and what it gives back when it exits (thread_registry.h; first, so that
+// the fast path reaches the pool's id at the pool's own address); Stats() and the sizes
+// (pool_stats.h); where the hardened mode and the memory tools look, and the pool's life as the
+// memory tools see it (hardened.h).
 template <class T, class Traits = DefaultPoolTraits>
 class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
-                   public detail::PoolStatsOf<ObjectPool<T, Traits>>,
-                   private detail::PoolChecks<ObjectPool<T, Traits>> {
+                   public detail::PoolStatsOf<ObjectPool<T, Traits>, Traits>,
+                   private detail::PoolChecks<ObjectPool<T, Traits>, Traits> {
   friend detail::ThreadLocalPools<ObjectPool>;
-  friend detail::PoolStatsOf<ObjectPool>;
-  friend detail::PoolChecks<ObjectPool>;
+  friend detail::PoolStatsOf<ObjectPool, Traits>;
+  friend detail::PoolChecks<ObjectPool, Traits>;
 
   static constexpr std::size_t kFreeSlotsSize = Traits::kFreeSlotsSize;
   static constexpr std::size_t kGlobalPoolNum = Traits::kGlobalPoolNum;
-  static constexpr bool kHardened = Traits::kHardened;
   static_assert(Traits::kBlockSize > 0 && Traits::kBlockChunkSize > 0 && kFreeSlotsSize > 1 &&
                 kGlobalPoolNum > 0);
 
@@ -140,7 +139,6 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
     Slot* links_[(sizeof(T) + sizeof(Slot*) - 1) / sizeof(Slot*)];
     alignas(T) unsigned char storage_[sizeof(T)];
   };
-  static constexpr std::size_t kSlotSize = sizeof(Slot);
 
   // The unit a LocalPool takes from its GlobalPool. Unlike the article's Block it holds no idx_:
   // the carving cursor lives in the LocalPool, so a Block is slots and nothing else, a chunk is
@@ -152,7 +150,6 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
   struct BlockChunk {
     Block blocks_[Traits::kBlockChunkSize];
   };
-  static constexpr std::size_t kChunkBytes = sizeof(BlockChunk);
 
   // The list a LocalPool hands out from, and the unit it exchanges with a GlobalPool: the
   // article's PlainFreeSlots above, unless a rung switches in another (ladder.h).
@@ -171,17 +168,18 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
   // Beyond the LocalPools, kGlobalPoolNum of these (global_pool.h), each shared by the threads
   // assigned to it: full free lists are parked there, Blocks carved from chunks come from there.
   using GlobalPool = detail::GlobalPool<FreeSlots, BlockRest, BlockChunk, Traits>;
-  friend GlobalPool;  // it tells the hardened mode and the tools of its chunks (ChunkMapped)
+  friend GlobalPool;  // it maps and unmaps its chunks through the pool (MapChunk, UnmapChunk)
 
   // One per (thread, pool): touched by its thread only, so it needs no lock. (Its base is what
-  // the thread registry keeps of it: the pool it belongs to.)
+  // the thread registry keeps of it: the pool it belongs to.) Made on the thread's first use of
+  // the pool, and assigned to a GlobalPool round-robin, as in the article (thread_registry.h).
   struct alignas(detail::kCacheLine) LocalPool final : detail::LocalPoolOf<ObjectPool> {
     LocalPool(ObjectPool* owner, GlobalPool* global)
         : detail::LocalPoolOf<ObjectPool>(owner), global_pool_(global) {}
 
     GlobalPool* const global_pool_;
     FreeSlots freeslots_;  // hands out and takes back, LIFO: the last freed is the next given
-    // Rung WithRecentFrees: the objects freed last, the first handed out (MoveRecentToList).
+    // Rung WithRecentFrees: the objects freed last, the first handed out (recent_frees.h).
     [[no_unique_address]] Recent recent_;
     BlockRest block_;  // the article's block_/idx_: what is left to carve
   };
@@ -189,8 +187,8 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
  public:
   using value_type = T;
 
-  // (Not copyable: its GlobalPools' locks are not.)
-  ObjectPool() : link_key_(this) { tools::PoolCreated(this); }
+  // Default-constructible (its base PoolChecks tells the memory tools of the new pool); not
+  // copyable, as its GlobalPools' locks are not.
 
   // Everything goes: every chunk is unmapped, live objects included (their destructors are not
   // run: Delete them first). Threads still attached keep an orphaned LocalPool that they
@@ -199,7 +197,6 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
     this->locals_.OrphanAll();
     for (GlobalPool& global : global_pools_)
       global.ReleaseChunks(*this);
-    tools::PoolDestroyed(this);
   }
 
   // --- The interface of article 000 -------------------------------------------------------
@@ -223,13 +220,10 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
     this->TakeBack(slot);
     LocalPool* local = this->Local();
     if (STEP05_UNLIKELY(local == nullptr)) return this->FreeWithoutLocalPool(slot);
-    if constexpr (Traits::kRecentSize > 0) {  // rung WithRecentFrees
-      if (STEP05_UNLIKELY(local->recent_.Full())) MoveRecentToList(*local);
-      local->recent_.Put(slot);
-    } else {
-      local->freeslots_.Push(slot, *this);
-      if (STEP05_UNLIKELY(local->freeslots_.length_ >= kFreeSlotsSize)) RetireFullList(*local);
-    }
+    // Rung WithRecentFrees: into the array, whose older half goes into the list when it is full.
+    if constexpr (Traits::kRecentSize > 0) return Recent::Put(slot, *this, *local);
+    local->freeslots_.Push(slot, *this);
+    if (STEP05_UNLIKELY(local->freeslots_.length_ >= kFreeSlotsSize)) RetireFullList(*local);
   }
   // [/snippet]
 
@@ -255,13 +249,6 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
   }
 
  private:
-  // A thread's first use of the pool (thread_registry.h): its LocalPool, assigned to a GlobalPool
-  // round-robin, as in the article.
-  std::unique_ptr<LocalPool> NewLocalPool() {
-    const std::size_t index = next_global_pool_.fetch_add(1, std::memory_order_relaxed);
-    return std::make_unique<LocalPool>(this, &global_pools_[index % kGlobalPoolNum]);
-  }
-
   // The local list is empty. In the article's order, reuse before new memory: a list from this
   // thread's GlobalPool, one from another GlobalPool, the rest of this thread's Block, a Block
   // rest left by an exited thread, a new Block.
@@ -283,11 +270,9 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
   // until it succeeds. A thread that only allocates (a producer) would otherwise map new memory
   // forever while the lists its consumer frees pile up in another GlobalPool.
   bool FromOtherGlobalPools(GlobalPool& home, auto take) noexcept {
-    GlobalPool* other = &home;
-    for (std::size_t i = 1; i < kGlobalPoolNum; ++i) {
-      if (++other == global_pools_ + kGlobalPoolNum) other = global_pools_;
-      if (take(*other)) return true;
-    }
+    const std::size_t home_index = &home - global_pools_;
+    for (std::size_t i = 1; i < kGlobalPoolNum; ++i)
+      if (take(global_pools_[(home_index + i) % kGlobalPoolNum])) return true;
     return false;
   }
 
@@ -298,12 +283,6 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
 
   void* Carve(LocalPool& local) noexcept { return this->HandOut(local.block_.next_++, false); }
 
-  // Rung WithRecentFrees: the array is full, its older half goes into the free list
-  // (recent_frees.h says why an array in front of the list pays).
-  __attribute__((noinline)) void MoveRecentToList(LocalPool& local) noexcept {
-    Recent::template MoveOlderHalf<kFreeSlotsSize>(*this, local);
-  }
-
   // A full local list goes to the GlobalPool whole, as in the article. (A spare list kept back,
   // Bonwick's second magazine, was a rung once: the chapter says what it measured.)
   __attribute__((noinline)) void RetireFullList(LocalPool& local) noexcept {
@@ -311,10 +290,8 @@ class ObjectPool : private detail::ThreadLocalPools<ObjectPool<T, Traits>>,
     // else: out of memory for the manager's vector; the list simply stays here, longer
   }
 
-  [[no_unique_address]] const detail::LinkKey<kHardened> link_key_;
   GlobalPool global_pools_[kGlobalPoolNum];
-  std::atomic<std::size_t> next_global_pool_{0};
-  detail::SlotDirectory<sizeof(T), kSlotSize, kChunkBytes> directory_;  // hardened mode only
+  detail::SlotDirectory<sizeof(T), sizeof(Slot), sizeof(BlockChunk)> directory_;  // hardened mode
 };
 
 }  // namespace step05

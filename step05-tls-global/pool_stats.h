@@ -18,9 +18,10 @@ struct PoolStats {
 
 namespace detail {
 
-// A base of the ObjectPool (Pool, which derives from it): Stats(), read from the GlobalPools'
-// managers (each under its lock) and the published count of their lists, and the sizes.
-template <class Pool>
+// A base of the ObjectPool (Pool, which derives from it; Traits its Traits): Stats(), read from
+// the GlobalPools' managers (each under its lock) and the published count of their lists, and the
+// sizes.
+template <class Pool, class Traits>
 class PoolStatsOf {
  public:
   PoolStats Stats() noexcept {
@@ -34,16 +35,16 @@ class PoolStatsOf {
       stats.chunks += blocks.block_chunks_.size();
       // Every Block of every chunk but the last, and the first next_block_ of the last (before
       // the first chunk, next_block_ is kBlockChunkSize: none).
-      stats.blocks_carved += blocks.block_chunks_.size() * global.kBlockChunkSize +
-                             blocks.next_block_ - global.kBlockChunkSize;
+      stats.blocks_carved += blocks.block_chunks_.size() * Traits::kBlockChunkSize +
+                             blocks.next_block_ - Traits::kBlockChunkSize;
     }
-    stats.bytes_mapped = stats.chunks * Pool::kChunkBytes;
+    stats.bytes_mapped = stats.chunks * chunk_bytes();
     return stats;
   }
 
-  static constexpr std::size_t slot_size() { return Pool::kSlotSize; }
-  static constexpr std::size_t chunk_bytes() { return Pool::kChunkBytes; }
-  static constexpr bool hardened() { return Pool::kHardened; }
+  static constexpr std::size_t slot_size() { return sizeof(typename Pool::Slot); }
+  static constexpr std::size_t chunk_bytes() { return sizeof(typename Pool::BlockChunk); }
+  static constexpr bool hardened() { return Traits::kHardened; }
 };
 
 }  // namespace detail

@@ -1,8 +1,9 @@
 // Step 05, rung 5: the array of recent frees (WithRecentFrees in ladder.h).
 //
-// Free() does not push onto the free list: it drops the slot into a plain array, and Allocate()
-// takes from the array first. When the array is full, its older half goes into the list at once
-// (MoveOlderHalf(), called by the pool's MoveRecentToList()).
+// Free() does not push onto the free list: it drops the slot into a plain array (Put()), and
+// Allocate() takes from the array first. When the array is full, its older half goes into the list
+// at once (MoveRecentToList()); a list that fills up meanwhile goes to the GlobalPool whole (the
+// pool's RetireFullList()).
 //
 //   recent_ (kSize = 8):  [s1 s2 s3 s4 s5 s6 s7 s8]  full: the next Free moves s1..s4
 //                          \_________/
@@ -24,7 +25,8 @@
 
 namespace step05 {
 
-template <class Slot, std::size_t kSize>
+// kSize slots in the array; kFull: the length of a full list (the Traits' kFreeSlotsSize).
+template <class Slot, std::size_t kSize, std::size_t kFull>
 struct RecentFrees {
   static_assert(kSize >= 2);
   static constexpr std::size_t kCapacity = kSize;
@@ -35,10 +37,15 @@ struct RecentFrees {
   bool Empty() const noexcept { return count_ == 0; }
   bool Full() const noexcept { return count_ == kSize; }
   Slot* Take() noexcept { return slots_[--count_]; }  // the newest
-  // A freed slot, closed (poisoned) as the list's Push() closes it.
-  void Put(Slot* slot) noexcept {
+
+  // The pool's Free() of `slot` on `local` (the pool's LocalPool: its recent_ is this array, its
+  // freeslots_ the list): a full array first moves its older half into the list, then the slot
+  // goes in, closed (poisoned) as the list's Push() closes it.
+  template <class Pool, class Local>
+  static void Put(Slot* slot, Pool& pool, Local& local) noexcept {
+    if (__builtin_expect(local.recent_.Full(), 0)) MoveRecentToList(pool, local);
     tools::CloseSlot(slot, sizeof(Slot));
-    slots_[count_++] = slot;
+    local.recent_.slots_[local.recent_.count_++] = slot;
   }
 
   // The oldest `count` have gone into the list: the rest slide down.
@@ -60,10 +67,9 @@ struct RecentFrees {
     }
   }
 
-  // The oldest `count` frees of `local` (the pool's LocalPool: its recent_ is this array, its
-  // freeslots_ the list) go into its list, in the order they were freed; each list that fills up
-  // (kFull long) is retired: pool.RetireFullList(local).
-  template <std::size_t kFull, class Pool, class Local>
+  // The oldest `count` frees of `local` go into its list, in the order they were freed; each list
+  // that fills up (kFull long) is retired: pool.RetireFullList(local).
+  template <class Pool, class Local>
   static void MoveOldest(std::size_t count, Pool& pool, Local& local) noexcept {
     for (std::size_t i = 0; i < count;) {
       const std::size_t length = local.freeslots_.length_;
@@ -78,12 +84,13 @@ struct RecentFrees {
   }
 
   // The array of `local` is full: its older half goes into the list, and the slots that will
-  // become nodes at the next move are prefetched now (see above).
-  template <std::size_t kFull, class Pool, class Local>
-  static void MoveOlderHalf(Pool& pool, Local& local) noexcept {
+  // become nodes at the next move are prefetched now (see above). Out of line: it runs once per
+  // kSize / 2 frees, and Put() stays short.
+  template <class Pool, class Local>
+  __attribute__((noinline)) static void MoveRecentToList(Pool& pool, Local& local) noexcept {
     constexpr std::size_t kMove = kSize / 2;
     constexpr std::size_t kPerNode = decltype(local.freeslots_)::kObjectsPerNode;
-    MoveOldest<kFull>(kMove, pool, local);
+    MoveOldest(kMove, pool, local);
     // recent_[i] will be pushed at position length + i: a node where that is a multiple of
     // kPerNode (a hint only: a list handed on in between changes the count).
     const std::size_t used = local.freeslots_.length_ % kPerNode;

@@ -154,19 +154,19 @@ struct LocalPoolOf : LocalPoolBase {
 
 // What exiting threads leave in a GlobalPool, beyond the article: their short free lists, merged
 // into one partial list, and the uncarved rests of their Blocks, for any thread that needs them.
-// A base of the GlobalPool (Global, global_pool.h, which derives from it): the data is the
-// GlobalPool's (its managers' partial_ and returned_rests_), guarded by the GlobalPool's locks.
-template <class Global, class FreeSlots, class BlockRest, class Traits>
+// A base of the GlobalPool (Global, global_pool.h, which derives from it; Traits the pool's): the
+// data is the GlobalPool's (its managers' partial_ and returned_rests_), guarded by the
+// GlobalPool's locks. A `list` is one of its FreeSlots, a `rest` one of its BlockRests.
+template <class Global, class Traits>
 class LeftByExitedThreads {
  public:
   // A short list from an exiting thread: moved slot by slot (at most a list's worth and the
   // array's, once per thread) onto the partial list, which is parked as a full list once long
   // enough.
-  template <class Pool>
-  void MergePartial(FreeSlots list, const Pool& pool) noexcept {
+  void MergePartial(auto list, const auto& pool) noexcept {
     Global& global = Self();
     std::lock_guard lock(global.freeslots_lock_);
-    FreeSlots& partial = global.freeslots_manager_.partial_;
+    auto& partial = global.freeslots_manager_.partial_;
     while (list.length_ > 0) {
       auto [slot, was_node] = list.Pop(pool);
       if constexpr (Traits::kHardened) {
@@ -187,13 +187,13 @@ class LeftByExitedThreads {
 
   // A Block rest an exited thread left here, for a thread of another GlobalPool that would
   // otherwise carve a new Block.
-  bool StealReturnedRest(BlockRest& out) noexcept {
+  bool StealReturnedRest(auto& out) noexcept {
     if (Self().rests_available_.load(std::memory_order_relaxed) == 0) return false;
     std::lock_guard<std::mutex> lock(Self().block_mutex_);
     return PopReturnedRestLocked(out);
   }
 
-  void ReturnBlockRest(const BlockRest& rest) noexcept {
+  void ReturnBlockRest(const auto& rest) noexcept {
     Global& global = Self();
     std::lock_guard<std::mutex> lock(global.block_mutex_);
     try {
@@ -206,18 +206,19 @@ class LeftByExitedThreads {
   }
 
  protected:
-  // The partial list, taken whole when no full list is parked. Caller holds the GlobalPool's
-  // freeslots lock.
-  bool PopPartialLocked(FreeSlots& out) noexcept {
-    FreeSlots& partial = Self().freeslots_manager_.partial_;
+  // The partial list, taken whole when no full list is parked; false when it is empty. Caller
+  // holds the GlobalPool's freeslots lock.
+  bool PopPartialLocked(auto& out) noexcept {
+    auto& partial = Self().freeslots_manager_.partial_;
     if (partial.length_ == 0) return false;
     out = partial;
     partial = {};
+    Self().PublishCount();
     return true;
   }
 
   // Caller holds the GlobalPool's block mutex.
-  bool PopReturnedRestLocked(BlockRest& out) noexcept {
+  bool PopReturnedRestLocked(auto& out) noexcept {
     auto& rests = Self().block_manager_.returned_rests_;
     if (rests.empty()) return false;
     out = rests.back();
@@ -260,7 +261,7 @@ class ThreadLocalPools {
   void Drain(Local& local) noexcept {
     Pool& pool = Self();
     if constexpr (Pool::Recent::kCapacity > 0) {
-      Pool::Recent::template MoveOldest<Pool::kFreeSlotsSize>(local.recent_.count_, pool, local);
+      Pool::Recent::MoveOldest(local.recent_.count_, pool, local);
     }
     auto& global = *local.global_pool_;
     if (local.freeslots_.length_ != 0) {
@@ -294,13 +295,20 @@ class ThreadLocalPools {
 
  private:
   // First use of the pool by this thread (or a switch between pools of one type): find or make
-  // its LocalPool (Pool::NewLocalPool()). Out of line, as AllocateSlow(): the fast path only
-  // calls it.
+  // its LocalPool (NewLocalPool()). Out of line, as AllocateSlow(): the fast path only calls it.
   __attribute__((noinline)) auto* Attach() noexcept {
     auto* local = static_cast<typename Pool::LocalPool*>(
-        locals_.FindOrAdd(id_, [this] { return Self().NewLocalPool(); }));
+        locals_.FindOrAdd(id_, [this] { return NewLocalPool(); }));
     if (local != nullptr) t_cache_ = {id_, local};
     return local;
+  }
+
+  // A thread's first use of the pool: its LocalPool, assigned to a GlobalPool round-robin, as in
+  // the article.
+  auto NewLocalPool() {
+    const std::size_t index = next_global_pool_.fetch_add(1, std::memory_order_relaxed);
+    return std::make_unique<typename Pool::LocalPool>(
+        &Self(), &Self().global_pools_[index % Pool::kGlobalPoolNum]);
   }
 
   // The exiting thread's LocalPool goes back to its pool. Caller holds RegistryMutex().
@@ -310,6 +318,8 @@ class ThreadLocalPools {
   }
 
   Pool& Self() noexcept { return static_cast<Pool&>(*this); }
+
+  std::atomic<std::size_t> next_global_pool_{0};  // the GlobalPool of the next LocalPool made
 
   struct ThreadCache {
     std::uint64_t owner_id;
