@@ -31,11 +31,16 @@ extern __thread ThreadCache* tls_cache TIERPOOL_INITIAL_EXEC;
 // The calling thread's cache, made and registered on its first call; nullptr when it cannot
 // have one (exiting, making one right now, no memory, no pthread key).
 ThreadCache* GetOrCreateCache();
-// The thread-exit key's destructor (InitSlow creates the key): `cache` back to the central lists
-// and out of the registry.
+// The thread-exit key's destructor (InitSlow creates the key): `cache` kept for the next thread,
+// or back to the central lists and out of the registry.
 void DestroyThreadCache(void* cache);
-// In a fork child, registry lock held: the registry keeps only the forking thread's cache.
+// In a fork child, registry lock held: the registry keeps only the forking thread's cache (and
+// the caches kept for the next threads).
 void KeepOnlyCallingThreadLocked();
+// The caches exited threads left for the next ones (kMaxKeptCaches): those a previous call saw
+// waiting already go back to the central lists (`all`: every one).
+void ReleaseKeptCaches(bool all);
+bool HasKeptCaches();
 
 // --- The thread cache's slow paths (thread_cache.cpp) ------------------------------------------
 

@@ -164,7 +164,10 @@ void ReleaseIdleMemory() {
   std::uint64_t last = last_look_ms.load(std::memory_order_relaxed);
   if (now - last >= kDrainLookMs &&
       last_look_ms.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-    bool drained = false;
+    // The caches of exited threads that no thread took since the previous look first: what they
+    // give back may make batches to drain.
+    bool drained = HasKeptCaches();
+    ReleaseKeptCaches(/*all=*/false);
     for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
       if (CentralFreeList::InUse(cl) && g.central[cl].DrainIfIdle()) drained = true;
     }
@@ -210,6 +213,7 @@ std::size_t ReleaseFreeMemory() {
   EnsureInit();
   Globals& g = G();
   if (tls_cache != &empty_cache) tls_cache->ReleaseAll();
+  ReleaseKeptCaches(/*all=*/true);
   for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
     if (CentralFreeList::InUse(cl)) g.central[cl].DrainIfIdle(/*all=*/true);
   }

@@ -210,6 +210,15 @@ void ThreadCache::Init(std::int64_t budget) {
   budget_ = budget;
 }
 
+void ThreadCache::TakeOver() {
+  for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
+    if (max_lengths_[cl] != length(cl)) SetMaxLength(cl, length(cl));
+    overages_[cl] = 0;
+  }
+  for (std::uint64_t& bits : first_frees_)
+    bits = ~std::uint64_t{0};
+}
+
 void ThreadCache::AdoptBudget(std::int64_t budget) {
   budget_ = budget;
   if (capacity_ > budget_) Steal(0, capacity_ - budget_);
@@ -281,15 +290,20 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   if (want == 0) want = 1;
   void* first;
   void* second;
+  bool whole_batch = true;
   if constexpr (kSlotArrays) {
-    // Room for whatever the central list gives (a parked batch whole, or `want`); without it
-    // (the OS refused a chunk), one object, uncached.
-    if (!Reserve(cl, want > batch ? want : batch)) {
+    // Room for `want`, or for a parked batch whole when the central list has one (a peek,
+    // without its lock: the batch is taken only if the room is there). A chunk sized for a batch
+    // in each class a thread touches once would cost the pages of their addresses: 4 page faults
+    // more in a short program of 23 sizes. Without room (the OS refused a chunk), one object,
+    // uncached.
+    const bool parked = G().central[cl].ParkedBatches() > 0;
+    if (!Reserve(cl, parked && want < batch ? batch : want)) {
       return G().central[cl].RemoveRange(&first, &second, 1) == 0 ? nullptr : first;
     }
+    whole_batch = (std::size_t{1} << logs_[cl]) >= batch;
   }
-  const int got = G().central[cl].RemoveRange(&first, &second, static_cast<int>(want),
-                                              /*whole_batch=*/true);
+  const int got = G().central[cl].RemoveRange(&first, &second, static_cast<int>(want), whole_batch);
   if (got == 0) return nullptr;
   if (static_cast<std::uint32_t>(got) > limit) Grow(cl, static_cast<std::uint32_t>(got));
   if constexpr (kSlotArrays) {
@@ -506,8 +520,9 @@ void PushFull(ThreadCache* tc, void* ptr, std::uint32_t cl) {
   // It goes back to its span instead, at the back of the span's list: a refill hands out fresh
   // lines first (CentralFreeList::ChainRuns), then the objects that came back with their lines,
   // and this one last. The list gets its limit all the same, for the frees to come. (A limit
-  // also falls to 0 when Steal takes it, or a flush: one free then goes this way.)
-  const bool first_of_class = tc->max_length(cl) == 0;
+  // also falls to 0 when Steal takes it, or a flush: one free then goes this way. A cache taken
+  // over from an exited thread keeps its objects, but not its limits: see TakeOver.)
+  const bool first_of_class = tc->max_length(cl) == 0 || tc->TakeFirstFree(cl);
   tc->MakeRoom(cl);
   Tick();
   if (!first_of_class && tc->room(cl) > 0) return PushChecked(tc, ptr, cl);

@@ -113,6 +113,18 @@ class ThreadCache {
   void Init(std::int64_t budget);
   // The thread's share of the overall budget changed (threads came or went): take it up.
   void AdoptBudget(std::int64_t budget);
+  // A new thread takes over the cache an exited thread left (kMaxKeptCaches): the objects stay,
+  // to be handed out, but each list's limit falls to its length, and the new thread's first free
+  // of a class into a full list goes to the central cache as a fresh cache's first free of a
+  // class does (PushFull): the object freed may be another thread's, on a line that one writes.
+  void TakeOver();
+  // Whether this is the first free of `cl` to find the list full since TakeOver (once only).
+  bool TakeFirstFree(std::uint32_t cl) {
+    const std::uint64_t bit = std::uint64_t{1} << (cl % 64);
+    const bool first = (first_frees_[cl / 64] & bit) != 0;
+    first_frees_[cl / 64] &= ~bit;
+    return first;
+  }
   ThreadCache(const ThreadCache&) = delete;
   ThreadCache& operator=(const ThreadCache&) = delete;
 
@@ -219,12 +231,17 @@ class ThreadCache {
   std::int64_t budget_ = 0;        // what capacity_ may reach
   std::uint32_t next_victim_ = 1;  // where Steal looks first
   std::uint8_t overages_[kNumClasses] = {};
+  std::uint64_t first_frees_[(kNumClasses + 63) / 64] = {};  // a bit per class, set by TakeOver
   SlotArena arena_;
 
  public:
   // Registry of live caches (stats, fork), guarded by the registry lock.
   ThreadCache* registry_next = nullptr;
   ThreadCache* registry_prev = nullptr;
+  // Kept for the next thread (an exited thread's cache): the next one kept, and whether a look
+  // of the clock saw it waiting already. Guarded by the registry lock.
+  ThreadCache* kept_next = nullptr;
+  bool kept_seen = false;
 };
 
 // The shared empty cache of threads without one. Const, so it lies in read-only memory: a write

@@ -1,6 +1,7 @@
-// Thread registration and thread exit: a thread's cache made on its first call, entered in the
-// registry (which stats and fork walk), its share of the overall byte budget set; and at thread
-// exit, everything it holds given back to the central lists.
+// Thread registration and thread exit: a thread's cache made on its first call (or taken over
+// from a thread that exited), entered in the registry (which stats and fork walk), its share of
+// the overall byte budget set; and at thread exit, the cache kept for the next thread if it holds
+// little, or everything it holds given back to the central lists.
 #include "allocator.h"
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
@@ -25,13 +26,9 @@ void UpdateThreadBudgetLocked(Globals& g) {
 enum ThreadState : unsigned char { kNoCache = 0, kCreatingCache = 1, kExited = 2 };
 __thread unsigned char tls_state TIERPOOL_INITIAL_EXEC = kNoCache;
 
-}  // namespace
-
-// [snippet:thread-exit]
-void DestroyThreadCache(void* cache) {
-  auto* tc = static_cast<ThreadCache*>(cache);
-  tls_cache = EmptyCache();
-  tls_state = kExited;
+// A cache out of the registry and gone: its objects back to the central lists, its arrays to the
+// arena's spares.
+void DeleteCache(ThreadCache* tc) {
   tc->ReleaseAll();
   tc->RetireArrays();
   Globals& g = G();
@@ -43,15 +40,86 @@ void DestroyThreadCache(void* cache) {
       g.registry_head = tc->registry_next;
     }
     if (tc->registry_next != nullptr) tc->registry_next->registry_prev = tc->registry_prev;
-    --g.thread_caches;
-    UpdateThreadBudgetLocked(g);
   }
   g.cache_pool.Delete(tc);
+}
+
+// Registry lock held: `tc` waits for the next thread if there is room and it holds little.
+bool KeepForNextThreadLocked(Globals& g, ThreadCache* tc) {
+  if (g.kept_caches.load(std::memory_order_relaxed) >= kMaxKeptCaches ||
+      tc->CachedBytes() > kKeptCacheMaxBytes)
+    return false;
+  tc->kept_next = g.kept_head;
+  tc->kept_seen = false;
+  g.kept_head = tc;
+  g.kept_caches.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+// Registry lock held: the cache the last thread to exit left, or nullptr.
+ThreadCache* TakeKeptCacheLocked(Globals& g) {
+  ThreadCache* tc = g.kept_head;
+  if (tc != nullptr) {
+    g.kept_head = tc->kept_next;
+    tc->kept_next = nullptr;
+    g.kept_caches.fetch_sub(1, std::memory_order_relaxed);
+  }
+  return tc;
+}
+
+}  // namespace
+
+// [snippet:thread-exit]
+void DestroyThreadCache(void* cache) {
+  auto* tc = static_cast<ThreadCache*>(cache);
+  tls_cache = EmptyCache();
+  tls_state = kExited;
+  Globals& g = G();
+  bool kept;
+  {
+    SpinLockHolder hold(g.registry_lock);
+    --g.thread_caches;
+    UpdateThreadBudgetLocked(g);
+    kept = KeepForNextThreadLocked(g, tc);
+  }
+  if (!kept) DeleteCache(tc);
   // A thread's exit is a moment to look at once: what it gave back may be all there is.
   ReleaseIdleMemory();
   Tick();
 }
 // [/snippet]
+
+// At each look of the clock: the kept caches that waited through the previous look too go back
+// whole (`all`: every kept cache, now).
+void ReleaseKeptCaches(bool all) {
+  Globals& g = G();
+  ThreadCache* unclaimed = nullptr;
+  {
+    SpinLockHolder hold(g.registry_lock);
+    ThreadCache** link = &g.kept_head;
+    while (*link != nullptr) {
+      ThreadCache* tc = *link;
+      if (all || tc->kept_seen) {
+        *link = tc->kept_next;
+        g.kept_caches.fetch_sub(1, std::memory_order_relaxed);
+        tc->kept_next = unclaimed;
+        unclaimed = tc;
+      } else {
+        tc->kept_seen = true;
+        link = &tc->kept_next;
+      }
+    }
+  }
+  while (unclaimed != nullptr) {
+    ThreadCache* tc = unclaimed;
+    unclaimed = tc->kept_next;
+    DeleteCache(tc);
+  }
+}
+
+bool HasKeptCaches() {
+  return G().kept_caches.load(std::memory_order_relaxed) != 0;
+}
 
 ThreadCache* GetOrCreateCache() {
   if (tls_cache != &empty_cache) return tls_cache;
@@ -60,10 +128,21 @@ ThreadCache* GetOrCreateCache() {
   Globals& g = G();
   if (!g.thread_exit_key_ok) return nullptr;
   tls_state = kCreatingCache;
-  ThreadCache* tc = g.cache_pool.New();
+  ThreadCache* tc;
+  {
+    SpinLockHolder hold(g.registry_lock);
+    tc = TakeKeptCacheLocked(g);
+    if (tc != nullptr) {
+      ++g.thread_caches;
+      UpdateThreadBudgetLocked(g);
+    }
+  }
   if (tc != nullptr) {
-    tc->Init(ThreadBudget());
-    {
+    tc->TakeOver();
+  } else {
+    tc = g.cache_pool.New();
+    if (tc != nullptr) {
+      tc->Init(ThreadBudget());
       SpinLockHolder hold(g.registry_lock);
       tc->registry_next = g.registry_head;
       if (g.registry_head != nullptr) g.registry_head->registry_prev = tc;
@@ -71,6 +150,8 @@ ThreadCache* GetOrCreateCache() {
       ++g.thread_caches;
       UpdateThreadBudgetLocked(g);
     }
+  }
+  if (tc != nullptr) {
     // May allocate (glibc keeps keys >= 32 in a calloc'ed block): that nested call sees
     // kCreatingCache and is served without a cache.
     pthread_setspecific(g.thread_exit_key, tc);
@@ -89,6 +170,14 @@ void KeepOnlyCallingThreadLocked() {
   g.registry_head = mine;
   g.thread_caches = mine != nullptr ? 1 : 0;
   if (mine != nullptr) mine->registry_next = mine->registry_prev = nullptr;
+  // The kept caches were not being changed (their lock was held): they stay, for the child's
+  // threads.
+  for (ThreadCache* tc = g.kept_head; tc != nullptr; tc = tc->kept_next) {
+    tc->registry_prev = nullptr;
+    tc->registry_next = g.registry_head;
+    if (g.registry_head != nullptr) g.registry_head->registry_prev = tc;
+    g.registry_head = tc;
+  }
   UpdateThreadBudgetLocked(g);
 }
 

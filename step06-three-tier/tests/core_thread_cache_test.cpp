@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -45,15 +46,30 @@ TEST(ThreadCacheEmpty, TheSharedEmptyCacheIsReadOnly) {
 // Hoard's "active false sharing": two threads that start using a class one after the other must
 // not be handed objects of one cache line, or every write of one takes the line from the other.
 // Sizes of classes no other test of this binary uses, so each starts from a fresh span; both
-// threads take their first object of the class, the second after the first.
+// threads take their first object of the class, the second after the first, while the first
+// lives on (a thread that exited writes nothing: the next thread may take over its cache).
+// Two threads, both alive, take their first object of `size`, the second after the first.
+std::pair<void*, void*> FirstObjectsOfTwoLiveThreads(std::size_t size) {
+  std::atomic<void*> first{nullptr};
+  std::atomic<bool> done{false};
+  void* second = nullptr;
+  std::thread a([&] {
+    first = tierpool::ConcurrentAlloc(size);
+    while (!done)
+      std::this_thread::yield();
+  });
+  while (first == nullptr)
+    std::this_thread::yield();
+  std::thread b([&] { second = tierpool::ConcurrentAlloc(size); });
+  b.join();
+  done = true;
+  a.join();
+  return {first.load(), second};
+}
+
 TEST(ThreadCacheSharing, TwoThreadsNeverStartOnOneCacheLine) {
   for (std::size_t size : {24, 40, 56, 72, 88, 104, 120}) {
-    void* first = nullptr;
-    void* second = nullptr;
-    std::thread a([&] { first = tierpool::ConcurrentAlloc(size); });
-    a.join();
-    std::thread b([&] { second = tierpool::ConcurrentAlloc(size); });
-    b.join();
+    const auto [first, second] = FirstObjectsOfTwoLiveThreads(size);
     ASSERT_NE(first, nullptr);
     ASSERT_NE(second, nullptr);
     const auto line = [](const void* p, std::size_t offset) {
@@ -85,26 +101,14 @@ TEST(ThreadCacheSharing, TwoThreadsNeverStartOnOneLineOfFreedObjects) {
         tierpool::ConcurrentFree(p, size);
     });
     user.join();
+    tierpool_release_free_memory();  // its cache, kept for the next thread, goes to the span too
     // Both threads live while they take theirs, as threads that write their objects do (an
     // exiting thread would give its cached line-mates back).
-    std::atomic<void*> first{nullptr};
-    std::atomic<bool> done{false};
-    void* second = nullptr;
-    std::thread a([&] {
-      first = tierpool::ConcurrentAlloc(size);
-      while (!done)
-        std::this_thread::yield();
-    });
-    while (first == nullptr)
-      std::this_thread::yield();
-    std::thread b([&] { second = tierpool::ConcurrentAlloc(size); });
-    b.join();
-    done = true;
-    a.join();
+    const auto [first, second] = FirstObjectsOfTwoLiveThreads(size);
     ASSERT_NE(second, nullptr);
-    EXPECT_NE(reinterpret_cast<std::uintptr_t>(first.load()) / kCacheLineSize,
+    EXPECT_NE(reinterpret_cast<std::uintptr_t>(first) / kCacheLineSize,
               reinterpret_cast<std::uintptr_t>(second) / kCacheLineSize)
-        << size << "-byte objects " << first.load() << " and " << second << " share a cache line";
+        << size << "-byte objects " << first << " and " << second << " share a cache line";
     tierpool::ConcurrentFree(first);
     tierpool::ConcurrentFree(second);
     tierpool::ConcurrentFree(kept);
@@ -242,6 +246,7 @@ TEST(ThreadCacheArrays, ObjectsComeBackLastFreedFirstAcrossChunkMoves) {
   std::vector<void*> blocks(count);
   for (void*& p : blocks)
     p = tierpool::ConcurrentAlloc(size);
+  tierpool_release_free_memory();  // the thread below starts a cache, not an exited thread's
   std::thread([&] {
     for (void* p : blocks)  // the first goes to the central cache (a class new to this thread)
       tierpool::ConcurrentFree(p, size);
@@ -487,6 +492,132 @@ TEST(ThreadCacheBudget, ACacheGivesBackWhatIsAboveItsShareWhenThreadsCome) {
       t.join();
   });
   worker.join();
+}
+
+// --- Caches kept for the next thread (kMaxKeptCaches) -------------------------------------------
+
+// What this thread and the kept caches hold, after this thread gave its own back.
+std::size_t CachedAfterFlush() {
+  tierpool_thread_flush();
+  return tierpool::GetStats().thread_cache_bytes;
+}
+
+// A thread that exits holding little leaves its cache, objects and all, to the next thread: the
+// bytes stay counted as a thread cache's (not the central lists'), no live thread is counted for
+// it, and the next thread is handed the same objects, last freed first, without a refill.
+TEST(ThreadCacheKept, AThreadThatExitsWithLittleLeavesItsCacheToTheNext) {
+  tierpool_release_free_memory();  // no kept cache from an earlier test
+  const std::size_t size = 64;
+  const std::size_t cl = SizeToClass(size);
+  const tierpool::Stats before = tierpool::GetStats();
+  const std::size_t cached_before = CachedAfterFlush();
+  std::vector<void*> freed;
+  ThreadCache* left = nullptr;
+  std::thread([&] {
+    for (int i = 0; i < 32; ++i)
+      freed.push_back(tierpool::ConcurrentAlloc(size));
+    for (void* p : freed)
+      tierpool::ConcurrentFree(p, size);
+    left = tls_cache;
+    ASSERT_GE(left->length(cl), 31u);
+  }).join();
+  const std::size_t kept = CachedAfterFlush() - cached_before;
+  EXPECT_GE(kept, 31 * size) << "the exited thread's objects left the thread caches";
+  EXPECT_LE(kept, kKeptCacheMaxBytes);
+  EXPECT_EQ(tierpool::GetStats().thread_caches, before.thread_caches);
+  std::thread([&] {
+    void* first = tierpool::ConcurrentAlloc(size);
+    EXPECT_EQ(tls_cache, left) << "the next thread made a cache of its own";
+    EXPECT_EQ(first, freed.back()) << "not the object the exited thread freed last";
+    std::set<void*> known(freed.begin(), freed.end());
+    std::vector<void*> again{first};
+    for (int i = 1; i < 31; ++i) {
+      again.push_back(tierpool::ConcurrentAlloc(size));
+      EXPECT_TRUE(known.count(again.back()) == 1)
+          << "object " << i << " did not come from the cache";
+    }
+    for (void* p : again)
+      tierpool::ConcurrentFree(p, size);
+  }).join();
+  // tierpool_release_free_memory gives a kept cache back at once.
+  tierpool_release_free_memory();
+  EXPECT_EQ(CachedAfterFlush(), cached_before);
+}
+
+// A thread that exits holding more than kKeptCacheMaxBytes gives it all back to the central lists,
+// as it did before caches were kept: one big worker's leftovers are not held for a thread that
+// may never come.
+TEST(ThreadCacheKept, ACacheHoldingMoreThanTheBoundIsTakenApart) {
+  tierpool_release_free_memory();
+  const std::size_t cached_before = CachedAfterFlush();
+  const std::size_t size = 512;
+  std::thread([&] {
+    // Rounds of allocations and frees: a list's limit grows a batch per refill that found it
+    // empty, so the cache ends up holding the whole working set.
+    std::vector<void*> blocks(2 * kKeptCacheMaxBytes / size);
+    for (int round = 0; round < 64 && tls_cache->CachedBytes() <= kKeptCacheMaxBytes; ++round) {
+      for (void*& p : blocks)
+        p = tierpool::ConcurrentAlloc(size);
+      for (void* p : blocks)
+        tierpool::ConcurrentFree(p, size);
+    }
+    ASSERT_GT(tls_cache->CachedBytes(), kKeptCacheMaxBytes);
+  }).join();
+  EXPECT_EQ(CachedAfterFlush(), cached_before);
+}
+
+// Nobody comes: the kept caches go back to the central lists at the second look of the clock
+// that finds them waiting (looks come at least kDrainLookMs = 40 ms apart; a flush asks for one).
+// And at most kMaxKeptCaches wait at any time, however many threads exit.
+TEST(ThreadCacheKept, UnclaimedCachesGoBackAndFewWait) {
+  tierpool_release_free_memory();
+  const std::size_t cached_before = CachedAfterFlush();
+  std::atomic<int> started{0};
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2 * kMaxKeptCaches; ++t) {
+    threads.emplace_back([&] {
+      tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(256), 256);
+      started.fetch_add(1);
+      while (!done)  // all alive at once: each makes a cache of its own
+        std::this_thread::yield();
+    });
+  }
+  while (started.load() < 2 * kMaxKeptCaches)
+    std::this_thread::yield();
+  done = true;
+  for (std::thread& t : threads)
+    t.join();
+  EXPECT_LE(G().kept_caches.load(), kMaxKeptCaches);
+  EXPECT_GT(CachedAfterFlush(), cached_before);
+  for (int look = 0; look < 50 && CachedAfterFlush() != cached_before; ++look)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(CachedAfterFlush(), cached_before) << "kept caches nobody took stayed";
+  EXPECT_EQ(G().kept_caches.load(), 0);
+}
+
+// A thread that takes over a cache frees an object another thread allocated before it allocates
+// any: that object goes to the central cache (as a fresh cache's first free of a class does), not
+// onto the list, where it would be the first this thread allocates and writes, next to the
+// objects of the thread that allocated it (Hoard's passive false sharing).
+TEST(ThreadCacheKept, TheFirstFreeOfAForeignObjectAfterATakeOverIsNotKept) {
+  tierpool_release_free_memory();
+  const std::size_t size = 96;
+  std::thread([&] {  // leaves a cache holding objects of the class
+    std::vector<void*> blocks(8);
+    for (void*& p : blocks)
+      p = tierpool::ConcurrentAlloc(size);
+    for (void* p : blocks)
+      tierpool::ConcurrentFree(p, size);
+  })
+      .join();
+  void* foreign = tierpool::ConcurrentAlloc(size);
+  std::thread([&] {
+    tierpool::ConcurrentFree(foreign, size);
+    void* mine = tierpool::ConcurrentAlloc(size);
+    EXPECT_NE(mine, foreign) << "the freed foreign object came straight back";
+    tierpool::ConcurrentFree(mine, size);
+  }).join();
 }
 
 }  // namespace
