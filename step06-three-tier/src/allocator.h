@@ -38,9 +38,8 @@ void DestroyThreadCache(void* cache);
 // the caches kept for the next threads).
 void KeepOnlyCallingThreadLocked();
 // The caches exited threads left for the next ones (kMaxKeptCaches): those a previous call saw
-// waiting already go back to the central lists (`all`: every one).
-void ReleaseKeptCaches(bool all);
-bool HasKeptCaches();
+// waiting already go back to the central lists (`all`: every one). Whether any went.
+bool ReleaseKeptCaches(bool all);
 
 // --- The thread cache's slow paths (thread_cache.cpp) ------------------------------------------
 

@@ -165,9 +165,10 @@ void ReleaseIdleMemory() {
   if (now - last >= kDrainLookMs &&
       last_look_ms.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
     // The caches of exited threads that no thread took since the previous look first: what they
-    // give back may make batches to drain.
-    bool drained = HasKeptCaches();
-    ReleaseKeptCaches(/*all=*/false);
+    // give back may make batches to drain. (Kept caches that merely wait do not keep the release
+    // thread looking: its looks drain parked batches too, and a program that starts threads all
+    // the time would have its batches drained from under it, as below.)
+    bool drained = ReleaseKeptCaches(/*all=*/false);
     for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
       if (CentralFreeList::InUse(cl) && g.central[cl].DrainIfIdle()) drained = true;
     }

@@ -91,7 +91,7 @@ void DestroyThreadCache(void* cache) {
 
 // At each look of the clock: the kept caches that waited through the previous look too go back
 // whole (`all`: every kept cache, now).
-void ReleaseKeptCaches(bool all) {
+bool ReleaseKeptCaches(bool all) {
   Globals& g = G();
   ThreadCache* unclaimed = nullptr;
   {
@@ -110,15 +110,13 @@ void ReleaseKeptCaches(bool all) {
       }
     }
   }
+  const bool any = unclaimed != nullptr;
   while (unclaimed != nullptr) {
     ThreadCache* tc = unclaimed;
     unclaimed = tc->kept_next;
     DeleteCache(tc);
   }
-}
-
-bool HasKeptCaches() {
-  return G().kept_caches.load(std::memory_order_relaxed) != 0;
+  return any;
 }
 
 ThreadCache* GetOrCreateCache() {
