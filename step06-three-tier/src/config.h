@@ -126,9 +126,10 @@ inline constexpr std::size_t kMaxThreadCacheBudget = 16 * std::size_t{1} << 20;
 // into the central lists (where the next thread would take the same objects out again, its span
 // carved anew if the old one went back to the page heap meanwhile). Up to kMaxKeptCaches wait;
 // each is given back whole at the second look of the clock that finds it unclaimed, or by
-// tierpool_release_free_memory, so together they hold at most 2 MiB for at most a few tens of
-// milliseconds (kReleaseThreadMinBytes: what may wait for a look). A thread that started and
-// ended between two looks (a task, a request) costs the allocator no refill and no flush.
+// tierpool_release_free_memory: together at most 2 MiB, which, like parked batches below
+// kReleaseThreadMinBytes, may wait for the next look of a program gone quiet. A thread that
+// started and ended between two looks (a task, a request) costs the allocator no refill at its
+// start and no flush at its end.
 inline constexpr int kMaxKeptCaches = 8;
 inline constexpr std::size_t kKeptCacheMaxBytes = 256 * std::size_t{1} << 10;
 // Longest a single thread-cache list may grow. The byte budgets are the real bounds; this only

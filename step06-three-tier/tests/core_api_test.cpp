@@ -264,6 +264,33 @@ bool ChildRan(const auto& work) {
   return said && (core_test::UnderValgrind() || (WIFEXITED(status) && WEXITSTATUS(status) == 0));
 }
 
+// A cache an exited thread left for the next one is not being changed at the fork (the registry
+// lock, held across it, guards it): the child keeps it in its registry, counted, and hands it to
+// its own threads; tierpool_release_free_memory takes it apart there too.
+TEST(CoreApi, AForkChildKeepsTheCachesExitedThreadsLeft) {
+  tierpool_release_free_memory();
+  std::thread([] {
+    void* blocks[32];
+    for (void*& p : blocks)
+      p = tierpool_malloc(64);
+    for (void* p : blocks)
+      tierpool_free(p);
+  }).join();
+  EXPECT_TRUE(ChildRan([] {
+    tierpool_thread_flush();
+    if (tierpool::GetStats().thread_cache_bytes < 31 * 64) _exit(3);  // the kept cache counted
+    std::thread([] {
+      void* p = tierpool_malloc(64);
+      std::memset(p, 1, 64);
+      tierpool_free(p);
+    }).join();
+    tierpool_release_free_memory();
+    const tierpool::Stats stats = tierpool::GetStats();
+    if (stats.thread_cache_bytes != 0 || stats.thread_caches > 1) _exit(4);
+  }));
+  tierpool_release_free_memory();
+}
+
 TEST(CoreApi, ForkChildCanAllocateWhileOtherThreadsDo) {
   std::atomic<bool> stop{false};
   std::vector<std::thread> busy;

@@ -65,8 +65,9 @@ TIERPOOL_EXPORT int tierpool_owns(const void* ptr);
 // Returns the calling thread's cached free objects to the central cache.
 TIERPOOL_EXPORT void tierpool_thread_flush(void);
 // Gives every free byte back to the OS now, instead of after the release delay: the calling
-// thread's cached objects, every batch parked in the central lists, every free page (madvise)
-// and the address space of every whole free 2 MiB region (munmap). Returns the bytes given back.
+// thread's cached objects, the caches exited threads left for the next ones, every batch parked
+// in the central lists, every free page (madvise) and the address space of every whole free
+// 2 MiB region (munmap). Returns the bytes given back.
 // malloc_trim(0) calls it when the library replaces malloc.
 TIERPOOL_EXPORT size_t tierpool_release_free_memory(void);
 
