@@ -49,6 +49,10 @@
 // -DTIERPOOL_...=0 in CMAKE_CXX_FLAGS, preloaded under the malloc rows, counted by callgrind):
 //   TIERPOOL_MALLOC_CLASS_TABLE  malloc finds its class in a table of its own (size_class.h)
 //   TIERPOOL_INITIAL_EXEC_TLS    the thread-cache pointer is read with one %fs-relative load
+// And one pays only where threads come and go, which no workload of the ladder does (the
+// measurement notes, "Caches kept for the next thread"):
+//   TIERPOOL_KEPT_CACHES         how many caches of exited threads wait whole for the next
+//                                threads (kMaxKeptCaches below; 0: every exit takes its apart)
 #ifndef TIERPOOL_TRANSFER_SLOTS
 #define TIERPOOL_TRANSFER_SLOTS 1
 #endif
@@ -130,7 +134,10 @@ inline constexpr std::size_t kMaxThreadCacheBudget = 16 * std::size_t{1} << 20;
 // kReleaseThreadMinBytes, may wait for the next look of a program gone quiet. A thread that
 // started and ended between two looks (a task, a request) costs the allocator no refill at its
 // start and no flush at its end.
-inline constexpr int kMaxKeptCaches = 8;
+#ifndef TIERPOOL_KEPT_CACHES
+#define TIERPOOL_KEPT_CACHES 8
+#endif
+inline constexpr int kMaxKeptCaches = TIERPOOL_KEPT_CACHES;
 inline constexpr std::size_t kKeptCacheMaxBytes = 256 * std::size_t{1} << 10;
 // Longest a single thread-cache list may grow. The byte budgets are the real bounds; this only
 // keeps lengths far from overflow (16 MiB of 8-byte objects is 2 M objects).
