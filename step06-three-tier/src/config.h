@@ -52,7 +52,7 @@
 // And one pays only where threads come and go, which no workload of the ladder does (the
 // measurement notes, "Caches kept for the next thread"):
 //   TIERPOOL_KEPT_CACHES         how many caches of exited threads wait whole for the next
-//                                threads (kMaxKeptCaches below; 0: every exit takes its apart)
+//                                threads (kMaxKeptCaches below; 0: each exit takes its cache apart)
 #ifndef TIERPOOL_TRANSFER_SLOTS
 #define TIERPOOL_TRANSFER_SLOTS 1
 #endif
