@@ -29,7 +29,7 @@ class PageMap;
 
 class alignas(64) CentralFreeList {
  public:
-  static constexpr int kMaxTransferSlots = 64;
+  static constexpr int kMaxTransferSlots = 1024;  // storage per class, in .bss: touched as used
   struct Batch {  // batch_ objects as an unrolled list, named by its first two nodes (tagged)
     void* first;
     void* second;

@@ -151,13 +151,16 @@ inline constexpr std::uint32_t kMaxListLength = std::uint32_t{1} << 22;
 // every round goes through the central lists.
 inline constexpr std::size_t kMaxListBytes = 256 * std::size_t{1} << 10;
 
-// Bytes the central cache's transfer slots may hold, all classes together. Each class may keep
-// up to 1 MiB of whole batches ready for the next thread that needs them, but a program that
-// uses a hundred classes (random sizes up to 32 KiB) would then park a hundred MiB of free
-// objects there, pinning their spans: 64 MB stayed parked at the end of such a run. Past this
-// bound a batch goes back to its spans instead, one object at a time. An eighth of the thread
-// caches' overall budget.
-inline constexpr std::size_t kMaxParkedBytes = 8 * std::size_t{1} << 20;
+// Bytes the central cache's transfer slots may hold, all classes together: as much as the thread
+// caches together, a class a quarter of it at most (TransferSlotsFor). The slots are where the
+// thread caches' overflow waits for the next thread that needs it: with more threads than the
+// budget has room for (W2 at 16 threads: 6.4 MB of 64-byte objects a thread, a 4 MiB share),
+// every round sends megabytes of batches to the central list and takes them back. Past this
+// bound a batch goes back to its spans, one object at a time, and comes out of them again in
+// random order. What nobody takes does not stay: a batch left untouched from one look of the
+// clock to the next goes back to its spans (DrainIfIdle), so a program that freed 64 MiB of
+// small objects and went quiet holds them a few looks, as it holds free spans.
+inline constexpr std::size_t kMaxParkedBytes = 64 * std::size_t{1} << 20;
 
 // When the page heap gives free pages back to the OS (madvise): a free span that nobody reused
 // for kReleaseDelayMs goes back. The delay is short next to a human's patience and long next to

@@ -67,15 +67,19 @@ constexpr std::uint16_t PagesFor(std::size_t size, std::size_t batch) {
   }
 }
 
-// Batches kept ready in the central cache per class: up to 1 MiB worth, at most 64. Moving a
-// batch through a slot touches no object, so threads that allocate and free in waves (or on
-// different threads) trade memory in O(1). Free objects parked here pin their spans, so a class
-// whose slots nobody takes from is drained to its spans (CentralFreeList::DrainIfIdle); the
-// biggest classes keep none (a batch of two 256 KiB objects costs little to move object by
-// object).
+// Batches kept ready in the central cache per class: at most 1024 (CentralFreeList::
+// kMaxTransferSlots), up to a quarter of kMaxParkedBytes worth (16 MiB) for objects smaller than a
+// page, 1 MiB for the others. Moving a batch through a slot touches no object, so threads that
+// allocate and free in waves (or on different threads) trade memory in O(1); a batch of small
+// objects that goes through its spans instead costs a page-map lookup and a span update for each
+// of a hundred objects, and comes out of them in random order. A batch of page-sized objects is
+// two to four of them: little to move one by one, and a lot of memory to pin. Free objects parked
+// here pin their spans, so a class whose slots nobody takes from is drained to its spans
+// (CentralFreeList::DrainIfIdle).
 constexpr std::uint16_t TransferSlotsFor(std::size_t size, std::size_t batch) {
-  std::size_t n = (1024 * 1024) / (size * batch);
-  if (n > 64) n = 64;
+  const std::size_t bytes = size < kPageSize ? kMaxParkedBytes / 4 : std::size_t{1} << 20;
+  std::size_t n = bytes / (size * batch);
+  if (n > 1024) n = 1024;
   return static_cast<std::uint16_t>(n);
 }
 

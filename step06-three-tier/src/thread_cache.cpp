@@ -192,7 +192,7 @@ void ThreadCache::SetMaxLength(std::uint32_t cl, std::uint32_t max) {
   } else {
     set_room(cl, rooms_[cl] + change);
   }
-  capacity_ += change * static_cast<std::int64_t>(ClassSize(cl));
+  capacity_ += change * BudgetCost(cl);
   __atomic_store_n(&max_lengths_[cl], max, __ATOMIC_RELAXED);  // CachedBytes reads it
 }
 
@@ -228,7 +228,7 @@ std::uint32_t ThreadCache::Grow(std::uint32_t cl, std::uint32_t max) {
   const std::uint32_t old = max_lengths_[cl];
   if (max <= old) return old;
   if constexpr (kByteBudget) {
-    const auto size = static_cast<std::int64_t>(ClassSize(cl));
+    const std::int64_t size = BudgetCost(cl);
     const std::int64_t need = std::int64_t{max - old} * size;
     if (capacity_ + need > budget_) Steal(cl, capacity_ + need - budget_);
     const std::int64_t spare = budget_ - capacity_;
@@ -254,7 +254,7 @@ void ThreadCache::Steal(std::uint32_t cl, std::int64_t bytes) {
       next_victim_ = victim + 1 < kNumClasses ? victim + 1 : 1;
       const std::uint32_t max = max_lengths_[victim];
       if (victim == cl || max == 0) continue;
-      const auto size = static_cast<std::int64_t>(ClassSize(victim));
+      const std::int64_t size = BudgetCost(victim);
       const std::uint32_t spare = pass == 0 ? max - length(victim) : max;
       const std::int64_t wanted = (bytes + size - 1) / size;
       const std::uint32_t take = wanted < spare ? static_cast<std::uint32_t>(wanted) : spare;

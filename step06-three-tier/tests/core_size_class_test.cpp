@@ -2,6 +2,8 @@
 // eight a doubling, and the waste stays within the bounds the chapter quotes.
 #include <gtest/gtest.h>
 
+#include "central_cache.h"
+#include "config.h"
 #include "size_class.h"
 
 namespace {
@@ -80,8 +82,10 @@ TEST(SizeClass, BatchesAreBoundedAndFitInASpan) {
     EXPECT_GE(c.batch, 2) << cl;
     EXPECT_LE(c.batch, 128) << cl;
     EXPECT_GE(c.objects, c.batch) << cl;
-    EXPECT_LE(c.transfer_slots, 64) << cl;
-    EXPECT_LE(std::size_t{c.transfer_slots} * c.batch * c.size, 1024u * 1024) << cl;
+    EXPECT_LE(c.transfer_slots, CentralFreeList::kMaxTransferSlots) << cl;
+    EXPECT_LE(std::size_t{c.transfer_slots} * c.batch * c.size,
+              c.size < kPageSize ? kMaxParkedBytes / 4 : std::size_t{1} << 20)
+        << cl;
     if (c.size <= 128 * 1024) {
       EXPECT_GE(c.transfer_slots, 2) << cl;
     }

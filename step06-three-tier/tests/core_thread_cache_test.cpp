@@ -417,6 +417,30 @@ TEST(ThreadCacheBudget, TheCapacityMovesToTheClassInUseAndNeverExceedsTheBudget)
   worker.join();
 }
 
+// A list's array is memory too: an address a free object, 8 bytes beside each 16-byte one. The
+// budget counts both, so a thread that churns twice its budget of 16-byte objects keeps at most
+// budget / 24 of them, not budget / 16 (half as much again in addresses, outside the budget).
+TEST(ThreadCacheBudget, TheArraysAddressesCountAgainstTheBudget) {
+  if constexpr (!kSlotArrays) GTEST_SKIP() << "lists through the objects: no array to count";
+  std::thread worker([] {
+    constexpr std::size_t kSize = 16;
+    tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(kSize), kSize);
+    const std::int64_t budget = ThreadBudget();
+    std::vector<void*> live(static_cast<std::size_t>(2 * budget) / kSize);
+    for (int round = 0; round < 3; ++round) {
+      for (void*& p : live)
+        p = tierpool::ConcurrentAlloc(kSize);
+      for (void* p : live)
+        tierpool::ConcurrentFree(p, kSize);
+    }
+    const std::int64_t held = tls_cache->length(SizeToClass(kSize));
+    EXPECT_LE(held * std::int64_t{kSize + sizeof(void*)}, ThreadBudget());
+    EXPECT_GE(held * std::int64_t{kSize + sizeof(void*)}, ThreadBudget() / 4)
+        << "the list should have taken most of the budget";
+  });
+  worker.join();
+}
+
 // A list of page-sized objects holds kMaxListBytes at most (or one batch where that is more),
 // whatever the budget: a thread that allocated and freed a thousand 64 KiB buffers, or a thousand
 // of 8 KiB, keeps a few of them for its next ones, and the rest goes back to the central cache,
