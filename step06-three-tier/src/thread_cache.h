@@ -59,10 +59,11 @@
 // line's worth at least, so that two threads do not start on neighbours (FetchFromCentral). A
 // list that keeps overflowing past a batch shrinks again.
 // The limits together are bounded by the cache's byte budget (its share of
-// kOverallThreadCacheBudget): the sum of max_length * size never exceeds it, so neither can the
-// bytes the lists hold, and the fast paths count objects against their list's limit only, never
-// bytes. A list that needs a higher limit than the budget has left takes it from the other lists
-// (Steal: first limits they do not use, then objects, sent to the central cache).
+// kOverallThreadCacheBudget): the sum of max_length * (size + 8 bytes of address in the array)
+// never exceeds it, so neither can the bytes the lists hold, and the fast paths count objects
+// against their list's limit only, never bytes. A list that needs a higher limit than the budget
+// has left takes it from the other lists (Steal: first limits they do not use, then objects, sent
+// to the central cache).
 //
 // A thread that has no cache yet points at a shared, read-only empty cache (EmptyCache): every
 // list empty and full at once, so both fast paths fall into the slow path without a null check.
