@@ -73,11 +73,11 @@ void* ReleaseThreadMain(void*) {
       } else {
         // The coarse clock ticks every few milliseconds: a span that is not due yet when the
         // thread wakes costs one more short wait.
-        release_waiting_for_expiry.store(true, std::memory_order_relaxed);
+        release_waiting_for_expiry.store(true, std::memory_order_seq_cst);
         WaitForWork(expiry > now ? expiry - now : 1);
-        release_waiting_for_expiry.store(false, std::memory_order_relaxed);
+        release_waiting_for_expiry.store(false, std::memory_order_seq_cst);
       }
-      if (release_work.exchange(0, std::memory_order_acq_rel) != 0)
+      if (release_work.exchange(0, std::memory_order_seq_cst) != 0)  // after the flag's store
         quiet_looks.store(0, std::memory_order_relaxed);
       ReleaseIdleMemory();
     }
@@ -107,12 +107,19 @@ void StartReleaseThread() {
   errno = saved_errno;
 }
 
-// Asks the release thread to look (starting it on first need), unless it was asked already or
-// sleeps until a span is due.
+// Asks the release thread to look (starting it on first need), unless it was asked already. A
+// thread that sleeps until a span is due is not woken (no futex call): the work is left for it
+// to find when it wakes, so that it keeps looking after the span instead of going back to sleep
+// on looks counted quiet before the work came (batches parked meanwhile stayed parked while the
+// program called only its fast paths). If it stopped waiting meanwhile, it is woken as usual:
+// the flag and the work are stored and read in one order (seq_cst), so one of the two sees the
+// other.
 void WakeReleaseThread() {
-  if (release_work.load(std::memory_order_relaxed) != 0 ||
-      release_waiting_for_expiry.load(std::memory_order_relaxed))
-    return;
+  if (release_work.load(std::memory_order_relaxed) != 0) return;
+  if (release_waiting_for_expiry.load(std::memory_order_seq_cst)) {
+    release_work.store(1, std::memory_order_seq_cst);
+    if (release_waiting_for_expiry.load(std::memory_order_seq_cst)) return;
+  }
   const int state = release_thread_state.load(std::memory_order_acquire);
   if (state == kThreadRunning) {
     release_work.store(1, std::memory_order_release);
