@@ -198,17 +198,17 @@ using ClassOfSize = std::size_t (*)(std::size_t);
 template <ClassOfSize kClassOf = SizeToClass>
 TIERPOOL_ALWAYS_INLINE void* Allocate(std::size_t size) {
   ThreadCache* tc = tls_cache;
-  if (TIERPOOL_LIKELY(size <= kMaxSmallSize)) return AllocateClass(tc, kClassOf(size));
-  return AllocateSlow(size);
+  if (TIERPOOL_LIKELY(size <= kMaxIndexedSize)) return AllocateClass(tc, kClassOf(size));
+  return AllocateSlow(size);  // above the fine table: a coarse class, or a large block
 }
 
 // The fast path alone: a block from the thread's cache, or nullptr where Allocate would take a
-// slow path (an empty list, a large size). Never fails for lack of memory, so a caller whose own
-// slow path does more than the allocator's (operator new's new-handler loop) keeps that out of
-// line, and its fast path stays a leaf function with no stack frame.
+// slow path (an empty list, a size above the fine table's). Never fails for lack of memory, so a
+// caller whose own slow path does more than the allocator's (operator new's new-handler loop)
+// keeps that out of line, and its fast path stays a leaf function with no stack frame.
 template <ClassOfSize kClassOf>
 TIERPOOL_ALWAYS_INLINE void* TryAllocateCached(std::size_t size) {
-  if (TIERPOOL_UNLIKELY(size > kMaxSmallSize)) return nullptr;
+  if (TIERPOOL_UNLIKELY(size > kMaxIndexedSize)) return nullptr;
   ThreadCache* tc = tls_cache;
   const std::size_t cl = kClassOf(size);
   if constexpr (kSlotArrays) {
@@ -267,7 +267,7 @@ TIERPOOL_ALWAYS_INLINE void Free(void* ptr) {
 // (not for blocks of AlignedAllocate, whose class may be larger than the size's own).
 template <ClassOfSize kClassOf = SizeToClass>
 TIERPOOL_ALWAYS_INLINE void FreeSized(void* ptr, std::size_t size) {
-  if (TIERPOOL_LIKELY(size <= kMaxSmallSize && ptr != nullptr)) {
+  if (TIERPOOL_LIKELY(size <= kMaxIndexedSize && ptr != nullptr)) {
     PushFree(tls_cache, ptr, kClassOf(size));
     return;
   }

@@ -56,7 +56,10 @@ Span* NewLargeSpan(std::size_t size, std::size_t alignment, std::size_t room = 0
 
 }  // namespace
 
+// Sizes above the fast path's table: a class from the coarse one up to kMaxSmallSize (the same
+// for malloc, whose rounding to 16 changes nothing there), a whole span above.
 void* AllocateSlow(std::size_t size) {
+  if (size <= kMaxSmallSize) return AllocateClass(tls_cache, SizeToClass(size));
   return AllocateLarge(size, kPageSize);
 }
 

@@ -16,11 +16,15 @@
 // Article 003's table, a fixed step over whole ranges (1 KiB from 8 to 64 KiB), had 208 classes;
 // with these, a program of many sizes holds less (the chapter's "Size classes" measures both).
 //
-// Everything is computed at compile time. Size -> class is one table load (the article's perf
-// lesson: computing the class took 15 % of its run time): one byte per 8 bytes of size, indexed
-// by (size + 7) / 8, so 32 KiB of table and no branch. Only the lines of sizes in use are ever
-// read (a program of small objects touches the first few). malloc has a second such table, with
-// its rounding to 16 built in (MallocSizeToClass). Class 0 means "no class".
+// Everything is computed at compile time. Size -> class is one table load on the fast path (the
+// article's perf lesson: computing the class took 15 % of its run time): one byte per 8 bytes of
+// size up to kMaxIndexedSize (32 KiB), indexed by (size + 7) / 8, no branch. Above it, up to
+// 256 KiB, every class is a multiple of 8 KiB and a 33-entry table indexed by (size + 8191) / 8192
+// answers; the fast paths send those sizes to a slow path, whose size check they make anyway,
+// so the fine table stays 4 KiB. (One byte per 8 bytes all the way to 256 KiB was 32 KiB a
+// table: a short program had 64 KiB of them in its resident set, the kernel mapping a file's
+// pages around the one that faults.) malloc has a second fine table, with its rounding to 16
+// built in (MallocSizeToClass). Class 0 means "no class".
 #pragma once
 
 #include <array>
@@ -106,19 +110,32 @@ constexpr std::array<SizeClassInfo, kNumClasses> MakeClasses() {
   return classes;
 }
 
-constexpr std::size_t kIndexEntries = (kMaxSmallSize >> 3) + 1;  // 32769
+}  // namespace size_class_detail
+
+// The fine table's range. Every size up to it is one load away from its class on the fast path.
+inline constexpr std::size_t kMaxIndexedSize = 32 * 1024;
+
+namespace size_class_detail {
+
+constexpr std::size_t kIndexEntries = (kMaxIndexedSize >> 3) + 1;  // 4097
+constexpr std::size_t kCoarseShift = 13;                           // 8 KiB steps above 32 KiB
+constexpr std::size_t kCoarseEntries = (kMaxSmallSize >> kCoarseShift) + 1;  // 33
 
 constexpr std::size_t IndexOf(std::size_t size) {
   return (size + 7) >> 3;
 }
+constexpr std::size_t CoarseIndexOf(std::size_t size) {
+  return (size + (std::size_t{1} << kCoarseShift) - 1) >> kCoarseShift;
+}
 
-// Entry i serves sizes 8i-7 .. 8i: the first class that holds 8i bytes.
-constexpr std::array<std::uint8_t, kIndexEntries> MakeIndex(
-    const std::array<SizeClassInfo, kNumClasses>& classes) {
-  std::array<std::uint8_t, kIndexEntries> index{};
+// Entry i serves sizes up to i << shift: the first class that holds that many bytes.
+template <std::size_t kEntries>
+constexpr std::array<std::uint8_t, kEntries> MakeIndex(
+    const std::array<SizeClassInfo, kNumClasses>& classes, std::size_t shift) {
+  std::array<std::uint8_t, kEntries> index{};
   int cl = 1;
-  for (std::size_t i = 0; i < kIndexEntries; ++i) {
-    while (classes[cl].size < i * 8)
+  for (std::size_t i = 0; i < kEntries; ++i) {
+    while (classes[cl].size < i << shift)
       ++cl;
     index[i] = static_cast<std::uint8_t>(cl);
   }
@@ -128,13 +145,13 @@ constexpr std::array<std::uint8_t, kIndexEntries> MakeIndex(
 // malloc's table: the same entries, but each size above 8 first rounded up to a multiple of 16
 // (malloc must align every block for any type that fits in it; see dropin.h). A table of its own,
 // rather than rounding the size before the lookup, keeps malloc's fast path as short as the C++
-// API's: the 32 KiB cost nothing but the lines that are read.
+// API's. (Above the fine table the classes are multiples of 8 KiB: no rounding to do there.)
 constexpr std::array<std::uint8_t, kIndexEntries> MakeMallocIndex(
     const std::array<std::uint8_t, kIndexEntries>& index) {
   std::array<std::uint8_t, kIndexEntries> malloc_index{};
   for (std::size_t i = 0; i < kIndexEntries; ++i) {
     const std::size_t rounded = i <= 1 ? i : (i + 1) & ~std::size_t{1};  // in 8-byte units
-    malloc_index[i] = index[rounded];  // kMaxSmallSize is a multiple of 16: rounded stays in
+    malloc_index[i] = index[rounded];  // kMaxIndexedSize is a multiple of 16: rounded stays in
   }
   return malloc_index;
 }
@@ -143,13 +160,23 @@ constexpr std::array<std::uint8_t, kIndexEntries> MakeMallocIndex(
 
 inline constexpr std::array<SizeClassInfo, kNumClasses> kClasses = size_class_detail::MakeClasses();
 inline constexpr std::array<std::uint8_t, size_class_detail::kIndexEntries> kClassIndex =
-    size_class_detail::MakeIndex(kClasses);
+    size_class_detail::MakeIndex<size_class_detail::kIndexEntries>(kClasses, 3);
+inline constexpr std::array<std::uint8_t, size_class_detail::kCoarseEntries> kCoarseClassIndex =
+    size_class_detail::MakeIndex<size_class_detail::kCoarseEntries>(
+        kClasses, size_class_detail::kCoarseShift);
 inline constexpr std::array<std::uint8_t, size_class_detail::kIndexEntries> kMallocClassIndex =
     size_class_detail::MakeMallocIndex(kClassIndex);
 
 static_assert(kClasses[kNumClasses - 1].size == kMaxSmallSize);
 static_assert(kClasses[16].size == 128 && kClasses[17].size == 144);
-static_assert(kMaxSmallSize % 16 == 0);
+static_assert(kMaxSmallSize % 16 == 0 && kMaxIndexedSize % 16 == 0);
+static_assert([] {  // the coarse table's steps: no class falls inside one
+  for (int cl = 1; cl < kNumClasses; ++cl)
+    if (kClasses[cl].size > kMaxIndexedSize &&
+        kClasses[cl].size % (std::size_t{1} << size_class_detail::kCoarseShift) != 0)
+      return false;
+  return true;
+}());
 // Hardened builds keep one bit per object of a span; the smallest class in one page is the most.
 inline constexpr std::size_t kMaxObjectsPerSpan = 1024;
 static_assert([] {
@@ -159,16 +186,19 @@ static_assert([] {
 }());
 
 // Class of a small size (size <= kMaxSmallSize). Size 0 gets the 8-byte class, so it returns a
-// unique pointer like any other.
+// unique pointer like any other. The fast paths call it only after checking size <=
+// kMaxIndexedSize, so once inlined the compiler keeps one load and drops the coarse branch.
 TIERPOOL_ALWAYS_INLINE std::size_t SizeToClass(std::size_t size) {
-  return kClassIndex[size_class_detail::IndexOf(size)];
+  if (size <= kMaxIndexedSize) return kClassIndex[size_class_detail::IndexOf(size)];
+  return kCoarseClassIndex[size_class_detail::CoarseIndexOf(size)];
 }
 // The class malloc serves a small size from: that of the size rounded up to 16 (above 8 bytes).
 // With the table of its own, one load; without it, the rounding first (four instructions more).
 TIERPOOL_ALWAYS_INLINE std::size_t MallocSizeToClass(std::size_t size) {
   if constexpr (!kMallocClassTable)
     return SizeToClass(size <= 8 ? size : (size + 15) & ~std::size_t{15});
-  return kMallocClassIndex[size_class_detail::IndexOf(size)];
+  if (size <= kMaxIndexedSize) return kMallocClassIndex[size_class_detail::IndexOf(size)];
+  return kCoarseClassIndex[size_class_detail::CoarseIndexOf(size)];
 }
 TIERPOOL_ALWAYS_INLINE std::size_t ClassSize(std::uint32_t cl) {
   return kClasses[cl].size;

@@ -25,6 +25,7 @@ extern "C" int tierpool_c_roundtrip(void);
 namespace {
 
 using tierpool::internal::kClasses;
+using tierpool::internal::kMaxIndexedSize;
 using tierpool::internal::kMaxSmallSize;
 using tierpool::internal::kNumClasses;
 
@@ -201,6 +202,24 @@ TEST(CoreApi, UsableSizeIsTheClassSize) {
   void* big = tierpool_malloc(kMaxSmallSize + 1);
   EXPECT_EQ(tierpool_usable_size(big), kMaxSmallSize + 8192);
   tierpool_free(big);
+}
+
+// The fast paths read the fine table up to kMaxIndexedSize and send bigger sizes to the slow
+// path: those up to kMaxSmallSize must still get their class's block, not a span of their own.
+TEST(CoreApi, SizesAboveTheFineTableAreStillSmallBlocks) {
+  const std::size_t large_before = tierpool::GetStats().large_bytes_in_use;
+  for (std::size_t size = kMaxIndexedSize - 1; size <= kMaxSmallSize; size += 4093) {
+    void* p = tierpool_malloc(size);
+    ASSERT_NE(p, nullptr) << size;
+    EXPECT_EQ(tierpool_usable_size(p), kClasses[tierpool::internal::SizeToClass(size)].size);
+    EXPECT_EQ(tierpool::GetStats().large_bytes_in_use, large_before) << size;
+    std::memset(p, 1, size);
+    if (size % 2) {
+      tierpool_free_sized(p, size);
+    } else {
+      tierpool::ConcurrentFree(p, size);
+    }
+  }
 }
 
 TEST(CoreApi, StatsAccountForWhatIsInUse) {
