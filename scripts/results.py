@@ -22,7 +22,7 @@ and a number quoted inside a sentence is an inline block, `<!--v KIND WORKLOAD[@
 value `<!--/v-->`, KIND one of
     ns       A's ns per pair              (<!--v ns step01/rational step01-freelist-->2.08<!--/v-->)
     ratio    A's ns over B's ns, as 1.18× (<!--v ratio step04/mt512@4 step04-spin glibc-->...)
-    rss      A's peak RSS in MiB
+    rss      A's peak RSS in MiB; rss-ratio: A's peak RSS over B's, as 1.18×
     instr    A's instructions per pair (callgrind); instr-only: minus the baseline
     ms       A's time for the whole pattern, in ms (the big-block workloads)
     rss-end  A's resident set at the end of the run, in MiB (release-64k, release-1m)
@@ -810,6 +810,8 @@ def inline_value(spec, rows, instr, missing):
         return fmt_ns(float(rs[0]["ns_per_pair"]))
     if kind == "rss":
         return f"{int(rs[0]['peak_rss_kb']) / 1024:.1f}"
+    if kind == "rss-ratio":
+        return f"{int(rs[0]['peak_rss_kb']) / int(rs[1]['peak_rss_kb']):.2f}×"
     if kind == "rss-end":
         if not rs[0].get("end_rss_kb"):
             missing.append(f"{kind} {workload}@{threads} {names[0]}")
