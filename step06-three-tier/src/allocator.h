@@ -50,6 +50,7 @@ void PushFull(ThreadCache* tc, void* ptr, std::uint32_t cl);
 
 void* AllocateSlow(std::size_t size);
 void FreeSlow(void* ptr);
+void FreeSizedSlow(void* ptr, std::size_t size);
 void* AllocateLarge(std::size_t size, std::size_t alignment);
 void* AlignedAllocate(std::size_t size, std::size_t alignment);
 void* Calloc(std::size_t n, std::size_t size);
@@ -271,7 +272,7 @@ TIERPOOL_ALWAYS_INLINE void FreeSized(void* ptr, std::size_t size) {
     PushFree(tls_cache, ptr, kClassOf(size));
     return;
   }
-  FreeSlow(ptr);
+  FreeSizedSlow(ptr, size);
 }
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS

@@ -80,6 +80,13 @@ void FreeSlow(void* ptr) {
   PushFree(tls_cache, ptr, cl);
 }
 
+// A sized free past the fine table: the class from the coarse one, as for a size the fast path
+// looks up (so the hardened build still checks the size against the block), or a large block.
+void FreeSizedSlow(void* ptr, std::size_t size) {
+  if (ptr != nullptr && size <= kMaxSmallSize) return PushFree(tls_cache, ptr, SizeToClass(size));
+  FreeSlow(ptr);
+}
+
 void* AlignedAllocate(std::size_t size, std::size_t alignment) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
     errno = EINVAL;

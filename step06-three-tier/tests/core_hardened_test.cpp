@@ -131,6 +131,16 @@ TEST_F(CoreHardened, SizedFreeWithTheWrongSizeAborts) {
       "does not match the allocation: pointer 0x");
 }
 
+// Sizes above the fine table leave the fast path (allocator.h): the check must come along.
+TEST_F(CoreHardened, SizedFreeWithTheWrongSizeAbortsAboveTheFineTable) {
+  EXPECT_DEATH(
+      {
+        void* p = hardened::Allocate(100);
+        hardened::FreeSized(p, 40000);
+      },
+      "does not match the allocation: pointer 0x");
+}
+
 TEST_F(CoreHardened, WriteAfterFreeIsCaughtWhenTheBlockIsReused) {
   if (kToolsWatchFreedMemory) GTEST_SKIP() << "ASan/valgrind report the write itself";
   EXPECT_DEATH(
