@@ -198,7 +198,7 @@ TIERPOOL_ALWAYS_INLINE std::size_t MallocSizeToClass(std::size_t size) {
   if constexpr (!kMallocClassTable)
     return SizeToClass(size <= 8 ? size : (size + 15) & ~std::size_t{15});
   if (size <= kMaxIndexedSize) return kMallocClassIndex[size_class_detail::IndexOf(size)];
-  return kCoarseClassIndex[size_class_detail::CoarseIndexOf(size)];
+  return SizeToClass(size);  // above the fine table every class is a multiple of 16 already
 }
 TIERPOOL_ALWAYS_INLINE std::size_t ClassSize(std::uint32_t cl) {
   return kClasses[cl].size;

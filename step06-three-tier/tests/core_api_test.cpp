@@ -77,6 +77,11 @@ TEST(CoreApi, SizeZeroGivesUniqueFreeablePointers) {
 TEST(CoreApi, FreeNullIsANoOp) {
   tierpool_free(nullptr);
   tierpool_free_sized(nullptr, 16);
+  // Every path a sized free can take: the fine table, the coarse one, a large block, no size.
+  for (std::size_t size : {kMaxIndexedSize + 1, kMaxSmallSize, kMaxSmallSize + 1, SIZE_MAX}) {
+    tierpool_free_sized(nullptr, size);
+    tierpool::ConcurrentFree(nullptr, size);
+  }
   tierpool::ConcurrentFree(nullptr);
   tierpool::ConcurrentFree(nullptr, 0);
   EXPECT_EQ(tierpool_usable_size(nullptr), 0u);
