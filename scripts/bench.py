@@ -115,6 +115,30 @@ def malloc_libraries(build_dir, notes):
     return libs
 
 
+def preload_arguments(doc, runs):
+    """The parser of a script that runs programs under every malloc with /usr/bin/time:
+    --build, --runs and --also (its own options are added by the caller)."""
+    ap = argparse.ArgumentParser(description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=str(ROOT / "build" / "release"))
+    ap.add_argument("--runs", type=int, default=runs)
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=PATH",
+                    help="another library to preload (repeatable)")
+    return ap
+
+
+def preload_libraries(args, notes):
+    """malloc_libraries, then each `NAME=PATH` of --also (another build, to compare two
+    commits). Exits when /usr/bin/time, which such scripts measure with, is missing."""
+    if not Path("/usr/bin/time").exists():
+        sys.exit("needs /usr/bin/time (apt-get install time)")
+    libs = malloc_libraries(Path(args.build), notes)
+    for extra in args.also:
+        name, _, path = extra.partition("=")
+        libs.append((name, str(Path(path).resolve())))
+    return libs
+
+
 # What Google Benchmark appends to an entry's name: "/manual_time", and before it
 # "/iterations:1/repeats:1" for the entries that run once per process (the big-block workloads).
 GBENCH_SUFFIX = r"(/iterations:[0-9]+)?(/repeats:[0-9]+)?/manual_time"

@@ -19,7 +19,6 @@ Prints per allocator the median, the range and the median over glibc's. Writes n
 
     python3 scripts/short_program_rss.py [--runs 15] [--empty] [--also NAME=PATH ...]
 """
-import argparse
 import os
 import shutil
 import statistics
@@ -54,22 +53,12 @@ def max_rss_kib(program, preload):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=str(bench.ROOT / "build" / "release"))
-    ap.add_argument("--runs", type=int, default=15)
+    ap = bench.preload_arguments(__doc__, runs=15)
     ap.add_argument("--empty", action="store_true",
                     help="also preload a library that defines nothing")
-    ap.add_argument("--also", action="append", default=[], metavar="NAME=PATH",
-                    help="another library to preload (repeatable)")
     args = ap.parse_args()
-    if not Path("/usr/bin/time").exists():
-        sys.exit("needs /usr/bin/time (apt-get install time)")
     notes = []
-    libs = bench.malloc_libraries(Path(args.build), notes)
-    for extra in args.also:
-        name, _, path = extra.partition("=")
-        libs.append((name, str(Path(path).resolve())))
+    libs = bench.preload_libraries(args, notes)
     for note in notes:
         print(note, file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
