@@ -142,9 +142,10 @@ inline constexpr std::size_t kKeptCacheMaxBytes = 256 * std::size_t{1} << 10;
 // Longest a single thread-cache list may grow. The byte budgets are the real bounds; this only
 // keeps lengths far from overflow (16 MiB of 8-byte objects is 2 M objects).
 inline constexpr std::uint32_t kMaxListLength = std::uint32_t{1} << 22;
-// Bytes a single list of page-sized objects (8 KiB and up) may hold, or one batch where that is
-// more. A thread that freed a thousand 64 KiB buffers keeps four of them for its next ones, not
-// its whole budget's worth, which no fast path would ever give back to the OS. With 1 MiB here, a
+// Bytes a single list of page-sized objects (8 to 32 KiB; above, kMaxCachedSize, no list) may
+// hold, or one batch where that is more. A thread that freed a thousand 16 KiB buffers keeps
+// sixteen of them for its next ones, not its whole budget's worth, which no fast path would
+// ever give back to the OS. With 1 MiB here, a
 // program of random sizes up to 32 KiB (`workset`) peaked 8 % higher at 4 threads, in no less
 // time (docs/step06-measurement-notes.md). Lists of smaller objects are bounded by the budget
 // alone: a thread that churns 100 000 objects of 64 bytes (W2) needs all of them in its list, or

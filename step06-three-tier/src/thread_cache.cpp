@@ -493,10 +493,14 @@ std::size_t ThreadCache::CachedBytes() const {
 }
 
 void* AllocateRefill(ThreadCache* tc, std::uint32_t cl) {
-  if (tc == &empty_cache) {  // the thread's first allocation of all
+  if (tc == &empty_cache) {  // the thread's first allocation of all (it sets the allocator up)
     tc = GetOrCreateCache();
     if (tc == nullptr) return AllocateUncached(cl);
     return AllocateClass(tc, cl);
+  }
+  if (!Cached(cl)) {
+    Tick();
+    return AllocateUncached(cl);
   }
   void* ptr = tc->FetchFromCentral(cl);
   Tick();
@@ -508,6 +512,10 @@ void* AllocateRefill(ThreadCache* tc, std::uint32_t cl) {
 }
 
 void PushFull(ThreadCache* tc, void* ptr, std::uint32_t cl) {
+  if (!Cached(cl)) {  // (no cache needed: an object to free means the allocator is set up)
+    Tick();
+    return FreeUncached(ptr, cl);
+  }
   if (tc == &empty_cache) {  // the thread's first free of all
     tc = GetOrCreateCache();
     if (tc == nullptr) return FreeUncached(ptr, cl);

@@ -79,6 +79,18 @@ namespace tierpool::TIERPOOL_INTERNAL_NS {
 
 class SpinLock;
 
+// Objects above kMaxCachedSize skip the thread cache: each comes from its class's central list
+// and goes back to it (AllocateRefill, PushFull), the thread keeping none. A list of them would
+// hold two to six objects of 40 to 256 KiB (a batch, or 256 KiB) in every class the thread freed
+// one of, and a program whose buffers grow by realloc passes through a dozen such classes: `git
+// log -p` peaked with about 4.5 MiB of them in its thread's cache and the central lists. The end
+// is the fine size table's, so the fast paths' one compare sends both kinds of size to the slow
+// path. jemalloc's thread cache ends at 32 KiB too.
+inline constexpr std::size_t kMaxCachedSize = kMaxIndexedSize;
+inline bool Cached(std::uint32_t cl) {
+  return kClasses[cl].size <= kMaxCachedSize;
+}
+
 // The memory of a thread cache's arrays: chunks of 2^k addresses, cut from regions mapped from
 // the OS and reused through a free list per k. A thread that exits leaves its first region to
 // the next thread (a thread per request would otherwise map and unmap one each time).

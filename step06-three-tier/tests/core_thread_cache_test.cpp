@@ -446,7 +446,7 @@ TEST(ThreadCacheBudget, TheArraysAddressesCountAgainstTheBudget) {
 // whose spans can then go back to the page heap and the OS.
 TEST(ThreadCacheBudget, AListOfPageSizedObjectsKeepsAFewOfThemOnly) {
   std::thread worker([] {
-    for (const std::size_t size : {std::size_t{64} << 10, std::size_t{8} << 10}) {
+    for (const std::size_t size : {kMaxCachedSize, std::size_t{8} << 10}) {
       const std::uint32_t cl = SizeToClass(size);
       std::vector<void*> live(1000);
       for (int round = 0; round < 2; ++round) {
@@ -462,6 +462,41 @@ TEST(ThreadCacheBudget, AListOfPageSizedObjectsKeepsAFewOfThemOnly) {
         EXPECT_GT(held, 0u) << size << "-byte objects: the list keeps some for the next ones";
       }
     }
+  });
+  worker.join();
+}
+
+// Above kMaxCachedSize a thread keeps nothing: every block freed, with its size or without,
+// goes back to its class's central list, and the next one comes from there. At kMaxCachedSize
+// itself, the list keeps what is freed.
+TEST(ThreadCacheBudget, ObjectsAboveTheCachedSizeSkipTheThreadCache) {
+  std::thread worker([] {
+    for (const std::size_t size : {kMaxCachedSize + 1, std::size_t{64} << 10, kMaxSmallSize}) {
+      const std::uint32_t cl = SizeToClass(size);
+      ASSERT_FALSE(Cached(cl)) << size;
+      std::vector<void*> live(8);
+      for (int round = 0; round < 2; ++round) {
+        for (void*& p : live) {
+          p = tierpool::ConcurrentAlloc(size);
+          ASSERT_NE(p, nullptr);
+        }
+        for (std::size_t i = 0; i < live.size(); ++i) {
+          if (i % 2 == 0) {
+            tierpool::ConcurrentFree(live[i], size);
+          } else {
+            tierpool::ConcurrentFree(live[i]);
+          }
+        }
+        EXPECT_EQ(tls_cache->length(cl), 0u) << size << "-byte objects";
+        EXPECT_EQ(tls_cache->max_length(cl), 0u) << size << "-byte objects";
+      }
+    }
+    const std::uint32_t edge = SizeToClass(kMaxCachedSize);
+    ASSERT_TRUE(Cached(edge));
+    void* p = tierpool::ConcurrentAlloc(kMaxCachedSize);
+    const std::uint32_t before = tls_cache->length(edge);
+    tierpool::ConcurrentFree(p, kMaxCachedSize);
+    EXPECT_EQ(tls_cache->length(edge), before + 1);
   });
   worker.join();
 }
