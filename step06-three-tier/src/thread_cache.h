@@ -85,7 +85,8 @@ class SpinLock;
 // one of, and a program whose buffers grow by realloc passes through a dozen such classes: `git
 // log -p` peaked with about 4.5 MiB of them in its thread's cache and the central lists. The end
 // is the fine size table's, so the fast paths' one compare sends both kinds of size to the slow
-// path. jemalloc's thread cache ends at 32 KiB too.
+// path; an unsized free gets there because such a list's limit stays 0 (no room).
+// jemalloc's thread cache ends at 32 KiB too.
 inline constexpr std::size_t kMaxCachedSize = kMaxIndexedSize;
 inline bool Cached(std::uint32_t cl) {
   return kClasses[cl].size <= kMaxCachedSize;

@@ -92,6 +92,27 @@ TEST_F(CoreHardened, DoubleFreeOfALargeBlockAborts) {
       "double free.*: pointer 0x");
 }
 
+// A block over 32 KiB skips the thread cache: its first free goes straight to its span (which may
+// go back to the page heap), so the second is caught there, sized or not.
+TEST_F(CoreHardened, DoubleFreeOfABlockPastTheThreadCacheAborts) {
+  EXPECT_DEATH(
+      {
+        void* p = hardened::Allocate(64 << 10);
+        hardened::Free(p);
+        hardened::Free(p);
+      },
+      "double free.*: pointer 0x");
+  EXPECT_DEATH(
+      {
+        void* keep = hardened::Allocate(100 << 10);
+        void* p = hardened::Allocate(100 << 10);
+        hardened::FreeSized(p, 100 << 10);
+        hardened::FreeSized(p, 100 << 10);
+        hardened::Free(keep);
+      },
+      "double free.*: pointer 0x");
+}
+
 TEST_F(CoreHardened, FreeOfAForeignPointerAborts) {
   EXPECT_DEATH(
       {
