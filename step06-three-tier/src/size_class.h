@@ -48,6 +48,10 @@ struct SizeClassInfo {
 // Most objects moved between tiers at once (a batch): the bound of the arrays that hold one.
 inline constexpr std::size_t kMaxBatch = 128;
 
+// The fine table's range. Every size up to it is one load away from its class on the fast path,
+// and it is where the thread cache ends (kMaxCachedSize, thread_cache.h).
+inline constexpr std::size_t kMaxIndexedSize = 32 * 1024;
+
 namespace size_class_detail {
 
 // Objects moved at once between tiers: about 32 KiB worth, 2..128 objects (the article's
@@ -79,8 +83,10 @@ constexpr std::uint16_t PagesFor(std::size_t size, std::size_t batch) {
 // of a hundred objects, and comes out of them in random order. A batch of page-sized objects is
 // two to four of them: little to move one by one, and a lot of memory to pin. Free objects parked
 // here pin their spans, so a class whose slots nobody takes from is drained to its spans
-// (CentralFreeList::DrainIfIdle).
+// (CentralFreeList::DrainIfIdle). Objects over kMaxIndexedSize skip the thread cache, so no batch
+// of theirs ever arrives: none.
 constexpr std::uint16_t TransferSlotsFor(std::size_t size, std::size_t batch) {
+  if (size > kMaxIndexedSize) return 0;
   const std::size_t bytes = size < kPageSize ? kMaxParkedBytes / 4 : std::size_t{1} << 20;
   std::size_t n = bytes / (size * batch);
   if (n > 1024) n = 1024;
@@ -111,9 +117,6 @@ constexpr std::array<SizeClassInfo, kNumClasses> MakeClasses() {
 }
 
 }  // namespace size_class_detail
-
-// The fine table's range. Every size up to it is one load away from its class on the fast path.
-inline constexpr std::size_t kMaxIndexedSize = 32 * 1024;
 
 namespace size_class_detail {
 

@@ -5,6 +5,7 @@
 #include "central_cache.h"
 #include "config.h"
 #include "size_class.h"
+#include "thread_cache.h"
 
 namespace {
 
@@ -86,8 +87,10 @@ TEST(SizeClass, BatchesAreBoundedAndFitInASpan) {
     EXPECT_LE(std::size_t{c.transfer_slots} * c.batch * c.size,
               c.size < kPageSize ? kMaxParkedBytes / 4 : std::size_t{1} << 20)
         << cl;
-    if (c.size <= 128 * 1024) {
+    if (c.size <= kMaxCachedSize) {
       EXPECT_GE(c.transfer_slots, 2) << cl;
+    } else {
+      EXPECT_EQ(c.transfer_slots, 0) << cl << ": no batch of a class past the thread cache";
     }
     if (cl > 1) {
       EXPECT_LE(c.batch, kClasses[cl - 1].batch) << "batches shrink as sizes grow";
