@@ -27,6 +27,9 @@ The programs (those not installed are skipped, with the package to install):
     sort            sort -n --parallel=2 of 2 000 000 numbers (two threads, one big buffer)
     xz              xz -T2 -3 of 3 MiB of text in blocks of 1 MiB (two threads, buffers of
                     megabytes)
+    lua             Lua 5.4 keeping one tree of tables while it builds and drops thousands of
+                    others, then building a list of strings: one size after another (if
+                    installed)
     jq, node        a JSON program in jq, an object-heavy one in Node.js (if installed)
 
 Prints per program and allocator the median wall time and its range, the median over glibc's,
@@ -56,6 +59,15 @@ JSON_SCRIPT = ("import json; d=[{'a': i, 'b': str(i) * 5, 'c': [i] * 3} for i in
                "s=json.dumps(d); print(len(json.loads(s)), len(s))")
 PERL_SCRIPT = ('my %h; for my $i (1..500000) { $h{"k$i"} = "v" x ($i % 64) } '
                'my $n = 0; $n += length $h{$_} for keys %h; print "$n\\n"')
+LUA_SCRIPT = ("local function tree(d) if d == 0 then return {} end "
+              "return {tree(d - 1), tree(d - 1)} end "
+              "local function count(t) if t[1] then return 1 + count(t[1]) + count(t[2]) end "
+              "return 1 end "
+              "local keep = tree(16) local n = 0 "
+              "for d = 4, 16, 2 do for i = 1, 2 ^ (20 - d) do n = n + count(tree(d)) end end "
+              "local parts = {} "
+              "for i = 1, 300000 do parts[i] = tostring(i) .. string.rep('z', i % 60) end "
+              "print(n, count(keep), #table.concat(parts))")
 JQ_SCRIPT = "map({a: ., b: (. | tostring)}) | group_by(.a % 7) | map(length)"
 NODE_SCRIPT = ("let a=[]; for (let i=0;i<4e5;i++) a.push({k:'x'+i, v:new Array(i%50).fill(i)}); "
                "let m=new Map(); for (const o of a) m.set(o.k, o.v.length); console.log(m.size)")
@@ -79,13 +91,15 @@ def programs(work):
         ("sort", "sort", ["sort", "-n", "--parallel=2", "-S", "64M", str(work / "numbers")], {},
          None),
         ("xz", "xz", ["xz", "-T2", "-3", "--block-size=1MiB", "-c", str(work / "text")], {}, None),
+        ("lua", "lua5.4", ["lua5.4", "-e", LUA_SCRIPT], {}, None),
         ("jq", "jq", ["jq", "-s", JQ_SCRIPT, str(work / "numbers-short")], {}, None),
         ("node", "node", ["node", "-e", NODE_SCRIPT], {}, None),
     ]
 
 
 PACKAGES = {PYTHON: "python3", "perl": "perl", "sqlite3": "sqlite3", "g++": "g++", "git": "git",
-            "sort": "coreutils", "xz": "xz-utils", "jq": "jq", "node": "nodejs"}
+            "sort": "coreutils", "xz": "xz-utils", "lua5.4": "lua5.4", "jq": "jq",
+            "node": "nodejs"}
 
 
 def make_inputs(work):

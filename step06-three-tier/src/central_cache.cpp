@@ -354,10 +354,16 @@ void CentralFreeList::ReleaseObjectLocked(void* object, Span* span, Span** empti
   }
 }
 
+std::size_t& CentralFreeList::ThreadGrowth() {
+  static __thread std::size_t bytes TIERPOOL_INITIAL_EXEC = 0;
+  return bytes;
+}
+
 Span* CentralFreeList::NewSpan() {
   const SizeClassInfo& info = kClasses[size_class_];
   Span* span = page_heap_->New(info.pages, SpanState::kSmall);
   if (span == nullptr) return nullptr;
+  if (span->zeroed) ThreadGrowth() += span->bytes();  // released pages: the resident set grows
   span->size_class = static_cast<std::uint8_t>(size_class_);
   span->free_list = nullptr;
   span->carve_next = span->start();

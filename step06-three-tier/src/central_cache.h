@@ -56,6 +56,15 @@ class alignas(64) CentralFreeList {
   // Takes back a batch of `n` objects starting first, second. `to_back`: they go to the back of
   // their spans' lists, to be handed out after everything else there (ReleaseObjectLocked).
   void InsertRange(void* first, void* second, int n, bool to_back = false);
+  // Takes back a batch straight to its spans, never parked: a thread cache that gives back what
+  // it does not use wants its spans emptied, for the page heap (ThreadCache::ReleaseIdleLists).
+  void InsertToSpans(void* first, void* second, int n) {
+    ReleaseToSpans(first, second, n, /*to_back=*/false);
+  }
+  // Bytes of the spans this thread's refills took from pages with no memory behind them (never
+  // touched, or given back to the OS): what the resident set grew by for this thread. The
+  // thread cache reads it and sets it back to 0 (ThreadCache::FetchFromCentral).
+  static std::size_t& ThreadGrowth();
   // Whether the list of class `cl` was ever used: the drains skip the others, which nothing
   // has written (their pages never touched).
   static bool InUse(std::uint32_t cl) {

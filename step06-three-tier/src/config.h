@@ -152,6 +152,14 @@ inline constexpr std::uint32_t kMaxListLength = std::uint32_t{1} << 22;
 // every round goes through the central lists.
 inline constexpr std::size_t kMaxListBytes = 256 * std::size_t{1} << 10;
 
+// A thread whose refills took this many bytes of pages the OS had to supply (the resident set
+// grew) gives back what its idle lists hold (ThreadCache::ReleaseIdleLists): a program that
+// freed thousands of objects of one size and now grows in another (sqlite3 building an index
+// after a bulk insert, a Lua program done with its trees and on to its strings) reuses the
+// first size's spans instead of faulting in new pages. Small enough that the look comes early
+// in a growth of a few MiB; each look reads every class's list once, so not per span.
+inline constexpr std::size_t kIdleLookGrowth = 256 * std::size_t{1} << 10;
+
 // Bytes the central cache's transfer slots may hold, all classes together: as much as the thread
 // caches together, a class a quarter of it at most (TransferSlotsFor). The slots are where the
 // thread caches' overflow waits for the next thread that needs it: with more threads than the

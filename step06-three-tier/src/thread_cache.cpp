@@ -33,6 +33,15 @@ void FreeUncached(void* ptr, std::uint32_t cl, bool to_back = false) {
   StoreNext(ptr, nullptr);
   G().central[cl].InsertRange(ptr, nullptr, 1, to_back);
 }
+
+// A batch leaving a thread cache: parked in a transfer slot if there is room, or onto its spans.
+void GiveBatch(std::uint32_t cl, void* first, void* second, int n, bool to_spans) {
+  if (to_spans) {
+    G().central[cl].InsertToSpans(first, second, n);
+  } else {
+    G().central[cl].InsertRange(first, second, n);
+  }
+}
 }  // namespace
 
 constinit const ThreadCache empty_cache;
@@ -305,6 +314,11 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   }
   const int got = G().central[cl].RemoveRange(&first, &second, static_cast<int>(want), whole_batch);
   if (got == 0) return nullptr;
+  refilled_[cl / 64] |= std::uint64_t{1} << (cl % 64);
+  if (std::size_t& growth = CentralFreeList::ThreadGrowth(); growth >= kIdleLookGrowth) {
+    growth = 0;
+    ReleaseIdleLists(cl);
+  }
   if (static_cast<std::uint32_t>(got) > limit) Grow(cl, static_cast<std::uint32_t>(got));
   if constexpr (kSlotArrays) {
     SpreadBatch(cl, first, second, got);
@@ -381,9 +395,9 @@ void ThreadCache::MakeRoom(std::uint32_t cl) {
 // A list: its first nodes, whole, and where the batch ends inside a node, that node's last
 // items, one of them made a node holding the others. Only the nodes are read (their links), and
 // the last few written.
-void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n) {
+void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n, bool to_spans) {
   if constexpr (kSlotArrays) {
-    ReleaseArrayTop(cl, n);
+    ReleaseArrayTop(cl, n, to_spans);
     return;
   }
   const std::uint32_t batch = kClasses[cl].batch;
@@ -427,12 +441,12 @@ void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n) {
     heads_[cl] = rest;
     if constexpr (kAhead == 2) seconds_[cl] = cursor[(k + 1) & 1];
     set_room(cl, rooms_[cl] + take);
-    G().central[cl].InsertRange(nodes[0], m > 1 ? nodes[1] : end, static_cast<int>(take));
+    GiveBatch(cl, nodes[0], m > 1 ? nodes[1] : end, static_cast<int>(take), to_spans);
     n -= take;
   }
 }
 
-void ThreadCache::ReleaseArrayTop(std::uint32_t cl, std::uint32_t n) {
+void ThreadCache::ReleaseArrayTop(std::uint32_t cl, std::uint32_t n, bool to_spans) {
   const std::uint32_t batch = kClasses[cl].batch;
   const auto cap = static_cast<std::uintptr_t>(caps_[cl]);
   void* const end = ListEnd(cap);
@@ -460,9 +474,21 @@ void ThreadCache::ReleaseArrayTop(std::uint32_t cl, std::uint32_t n) {
         *slot = nullptr;
     }
     set_top(cl, group);
-    G().central[cl].InsertRange(nodes[0], m > 1 ? nodes[1] : end, static_cast<int>(take));
+    GiveBatch(cl, nodes[0], m > 1 ? nodes[1] : end, static_cast<int>(take), to_spans);
     n -= take;
   }
+}
+
+void ThreadCache::ReleaseIdleLists(std::uint32_t growing) {
+  for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
+    const bool refilled = ((refilled_[cl / 64] >> (cl % 64)) & 1) != 0;
+    const std::uint32_t keep = kClasses[cl].batch;
+    if (cl != growing && !refilled && length(cl) > keep)
+      ReleaseToCentral(cl, length(cl) - keep, /*to_spans=*/true);
+  }
+  for (std::uint64_t& bits : refilled_)
+    bits = 0;
+  refilled_[growing / 64] |= std::uint64_t{1} << (growing % 64);
 }
 
 void ThreadCache::ReleaseAll() {

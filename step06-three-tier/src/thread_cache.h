@@ -58,6 +58,16 @@
 // batch), then by a batch per refill; a refill of objects smaller than a cache line takes a
 // line's worth at least, so that two threads do not start on neighbours (FetchFromCentral). A
 // list that keeps overflowing past a batch shrinks again.
+//
+// A list's limit follows the class's past demand, not its present one: a thread that allocated
+// five thousand 1 KiB objects and freed them keeps them all, and if it now allocates 4 KiB
+// objects instead, those take new pages while the 1 KiB objects' spans stay pinned by the list.
+// So when the thread's refills have made the resident set grow by kIdleLookGrowth, it looks at
+// its lists (ReleaseIdleLists): a list that no refill took from since the previous look is idle,
+// keeps one batch, and sends the rest past the transfer slots onto the spans, which empty and go
+// to the page heap, where the growing class's next span comes from. A list in use was refilled
+// and stays whole; a growth served from free pages of the heap costs the resident set nothing
+// and starts no look.
 // The limits together are bounded by the cache's byte budget (its share of
 // kOverallThreadCacheBudget): the sum of max_length * (size + 8 bytes of address in the array)
 // never exceeds it, so neither can the bytes the lists hold, and the fast paths count objects
@@ -219,8 +229,12 @@ class ThreadCache {
     return static_cast<std::int64_t>(ClassSize(cl) + (kSlotArrays ? sizeof(void*) : 0));
   }
 
-  void ReleaseToCentral(std::uint32_t cl, std::uint32_t n);
-  void ReleaseArrayTop(std::uint32_t cl, std::uint32_t n);
+  // `to_spans`: past the transfer slots, onto the objects' spans (ReleaseIdleLists).
+  void ReleaseToCentral(std::uint32_t cl, std::uint32_t n, bool to_spans = false);
+  void ReleaseArrayTop(std::uint32_t cl, std::uint32_t n, bool to_spans);
+  // The resident set grew for this thread (kIdleLookGrowth): every list but `growing` that no
+  // refill took from since the previous look keeps one batch, and the rest goes to its spans.
+  void ReleaseIdleLists(std::uint32_t growing);
   // Array `cl` has room for n objects, moved to a chunk of the next power of two if it had not.
   // False when the OS refuses memory.
   bool Reserve(std::uint32_t cl, std::size_t n);
@@ -253,6 +267,7 @@ class ThreadCache {
   std::uint32_t next_victim_ = 1;  // where Steal looks first
   std::uint8_t overages_[kNumClasses] = {};
   std::uint64_t first_frees_[(kNumClasses + 63) / 64] = {};  // a bit per class, set by TakeOver
+  std::uint64_t refilled_[(kNumClasses + 63) / 64] = {};  // a bit per class refilled since a look
   SlotArena arena_;
 
  public:

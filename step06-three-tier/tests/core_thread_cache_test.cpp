@@ -501,6 +501,46 @@ TEST(ThreadCacheBudget, ObjectsAboveTheCachedSizeSkipTheThreadCache) {
   worker.join();
 }
 
+// A thread that freed thousands of objects of one size keeps them in its list (its limit grew
+// with them). When it then grows in another size, the refills that make the resident set grow
+// start a look at its lists (ReleaseIdleLists): the idle one keeps a batch and sends the rest to
+// its spans, which empty and go to the page heap, and the new size's spans are cut from them
+// instead of from new pages (sqlite3 building an index after a bulk insert).
+TEST(ThreadCacheIdle, AnIdleListGoesBackWhenTheResidentSetGrows) {
+  std::thread worker([] {
+    constexpr std::size_t kOld = 1152, kNew = 4608;
+    const std::uint32_t old_cl = SizeToClass(kOld);
+    const auto backed = [] {
+      tierpool_stats stats;
+      tierpool_get_stats(&stats);
+      return static_cast<std::int64_t>(stats.mapped_bytes - stats.released_bytes);
+    };
+    tierpool_release_free_memory();  // no free backed pages: every new span is growth
+    std::vector<void*> old_objects(4000);
+    for (void*& p : old_objects) {
+      p = tierpool::ConcurrentAlloc(kOld);
+      ASSERT_NE(p, nullptr);
+    }
+    for (void* p : old_objects)
+      tierpool::ConcurrentFree(p, kOld);
+    ASSERT_GT(std::size_t{tls_cache->length(old_cl)} * kOld, std::size_t{4} << 20)
+        << "the list keeps what was freed";
+    const std::int64_t before = backed();
+    std::vector<void*> new_objects(1000);  // 4.4 MiB
+    for (void*& p : new_objects) {
+      p = tierpool::ConcurrentAlloc(kNew);
+      ASSERT_NE(p, nullptr);
+    }
+    const std::int64_t grown = backed() - before;
+    EXPECT_LE(tls_cache->length(old_cl), kClasses[old_cl].batch) << "the idle list keeps a batch";
+    EXPECT_LT(grown, static_cast<std::int64_t>(new_objects.size() * kNew / 2))
+        << "the new objects took the pages of the old ones";
+    for (void* p : new_objects)
+      tierpool::ConcurrentFree(p, kNew);
+  });
+  worker.join();
+}
+
 // The share shrinks when threads come: a thread that cached its whole share gives back what is
 // above its new one at its next slow path (AdoptBudget), even one that raises no limit, while
 // the new threads are still alive.
