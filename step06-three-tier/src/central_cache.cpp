@@ -81,15 +81,24 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_
   return got;
 }
 
-void CentralFreeList::InsertRange(void* first, void* second, int n, bool to_back) {
-  // The class's fields are read without the lock: set once, before the in-use bit (release),
-  // so an object of a class that was never set up (freed with a wrong size) sets it up first.
+// The class's fields are read without the lock: set once, before the in-use bit (release), so
+// an object of a class that was never set up (freed with a wrong size) sets it up first.
+void CentralFreeList::SetUpIfUnused() {
   const auto cl = static_cast<std::uint32_t>(this - all_);
   if (TIERPOOL_UNLIKELY(!InUse(cl))) {
     lock_.Lock();
     if (object_size_ == 0) SetUpLocked();
     lock_.Unlock();
   }
+}
+
+void CentralFreeList::InsertToSpans(void* first, void* second, int n) {
+  SetUpIfUnused();
+  ReleaseToSpans(first, second, n, /*to_back=*/false);
+}
+
+void CentralFreeList::InsertRange(void* first, void* second, int n, bool to_back) {
+  SetUpIfUnused();
   // A full batch is parked in a slot if there is one free and the slots of all classes have room.
   // Both are looked at before the lock too: when the batch cannot be parked, the lock is taken
   // once, for the spans, not twice.

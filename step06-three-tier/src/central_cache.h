@@ -58,9 +58,7 @@ class alignas(64) CentralFreeList {
   void InsertRange(void* first, void* second, int n, bool to_back = false);
   // Takes back a batch straight to its spans, never parked: a thread cache that gives back what
   // it does not use wants its spans emptied, for the page heap (ThreadCache::ReleaseIdleLists).
-  void InsertToSpans(void* first, void* second, int n) {
-    ReleaseToSpans(first, second, n, /*to_back=*/false);
-  }
+  void InsertToSpans(void* first, void* second, int n);
   // Bytes of the spans this thread's refills took from pages with no memory behind them (never
   // touched, or given back to the OS): what the resident set grew by for this thread. The
   // thread cache reads it and sets it back to 0 (ThreadCache::FetchFromCentral).
@@ -128,6 +126,7 @@ class alignas(64) CentralFreeList {
   void ReturnStrays(void* strays);
   void ReturnLargeStray(void* object);
   void SetUpLocked();
+  void SetUpIfUnused();
   // A batch into / out of the slots: counted against kMaxParkedBytes. Park is false (and counts
   // nothing) when the batch would take the slots of all classes past it.
   bool Park();

@@ -226,6 +226,8 @@ void ThreadCache::TakeOver() {
   }
   for (std::uint64_t& bits : first_frees_)
     bits = ~std::uint64_t{0};
+  for (std::uint64_t& bits : refilled_)  // the exited thread's refills say nothing of this one's
+    bits = 0;
 }
 
 void ThreadCache::AdoptBudget(std::int64_t budget) {

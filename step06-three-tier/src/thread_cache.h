@@ -65,9 +65,11 @@
 // So when the thread's refills have made the resident set grow by kIdleLookGrowth, it looks at
 // its lists (ReleaseIdleLists): a list that no refill took from since the previous look is idle,
 // keeps one batch, and sends the rest past the transfer slots onto the spans, which empty and go
-// to the page heap, where the growing class's next span comes from. A list in use was refilled
-// and stays whole; a growth served from free pages of the heap costs the resident set nothing
-// and starts no look.
+// to the page heap, where the growing class's next span comes from. A list that ran dry since
+// was refilled and stays whole; one in steady use that never runs dry, or one that only takes
+// frees (a consumer's), counts as idle and is cut to a batch, at the price of a refill or a
+// release later. A growth served from free pages of the heap costs the resident set nothing and
+// starts no look.
 // The limits together are bounded by the cache's byte budget (its share of
 // kOverallThreadCacheBudget): the sum of max_length * (size + 8 bytes of address in the array)
 // never exceeds it, so neither can the bytes the lists hold, and the fast paths count objects
