@@ -154,9 +154,9 @@ inline constexpr std::size_t kMaxListBytes = 256 * std::size_t{1} << 10;
 
 // A thread whose refills took this many bytes of pages the OS had to supply (the resident set
 // grew) gives back what its idle lists hold (ThreadCache::ReleaseIdleLists): a program that
-// freed thousands of objects of one size and now grows in another (sqlite3 building an index
-// after a bulk insert, a Lua program done with its trees and on to its strings) reuses the
-// first size's spans instead of faulting in new pages. Small enough that the look comes early
+// freed thousands of objects of one size and now grows in another (sqlite3 running the
+// sqlite-index trace's script, a Lua program done with its trees and on to its strings) reuses
+// the first size's spans instead of faulting in new pages. Small enough that the look comes early
 // in a growth of a few MiB; each look reads every class's list once, so not per span.
 inline constexpr std::size_t kIdleLookGrowth = 256 * std::size_t{1} << 10;
 

@@ -505,7 +505,7 @@ TEST(ThreadCacheBudget, ObjectsAboveTheCachedSizeSkipTheThreadCache) {
 // with them). When it then grows in another size, the refills that make the resident set grow
 // start a look at its lists (ReleaseIdleLists): the idle one keeps a batch and sends the rest to
 // its spans, which empty and go to the page heap, and the new size's spans are cut from them
-// instead of from new pages (sqlite3 building an index after a bulk insert).
+// instead of from new pages (what sqlite3 does in the sqlite-index trace).
 TEST(ThreadCacheIdle, AnIdleListGoesBackWhenTheResidentSetGrows) {
   std::thread worker([] {
     constexpr std::size_t kOld = 1152, kNew = 4608;
