@@ -541,6 +541,53 @@ TEST(ThreadCacheIdle, AnIdleListGoesBackWhenTheResidentSetGrows) {
   worker.join();
 }
 
+#if !TIERPOOL_HARDENED
+// The same look when the idle list holds blocks of another class, freed with a wrong size
+// (undefined behaviour the hardened build aborts on; a release build must still lose nothing): the
+// list goes past the transfer slots to the spans (InsertToSpans), each block to its own span, and
+// once everything is freed and given back every count is where it was.
+TEST(ThreadCacheIdle, WrongSizedBlocksInAnIdleListGoHomeCountedOnce) {
+  std::thread worker([] {
+    constexpr std::size_t kListed = 1024, kReal = 1152, kNew = 4608;
+    const std::uint32_t listed_cl = SizeToClass(kListed);
+    tierpool_thread_flush();
+    tierpool_release_free_memory();
+    const tierpool::Stats before = tierpool::GetStats();
+    std::vector<void*> listed(4000), real(4000), fresh(1000);
+    for (void*& p : listed) {  // the 1024-byte list's limit grows with these refills
+      p = tierpool::ConcurrentAlloc(kListed);
+      ASSERT_NE(p, nullptr);
+    }
+    for (void*& p : real) {  // growth: the looks clear the 1024-byte class's refill bit
+      p = tierpool::ConcurrentAlloc(kReal);
+      ASSERT_NE(p, nullptr);
+    }
+    for (void* p : real)
+      tierpool::ConcurrentFree(p, kListed);  // wrong: 1152-byte blocks into the 1024-byte list
+    ASSERT_GT(tls_cache->length(listed_cl), 2u * kClasses[listed_cl].batch)
+        << "the list keeps the wrongly freed blocks";
+    for (void*& p : fresh) {
+      p = tierpool::ConcurrentAlloc(kNew);
+      ASSERT_NE(p, nullptr);
+    }
+    EXPECT_LE(tls_cache->length(listed_cl), kClasses[listed_cl].batch)
+        << "the idle list keeps a batch";
+    for (void* p : fresh)
+      tierpool::ConcurrentFree(p, kNew);
+    for (void* p : listed)
+      tierpool::ConcurrentFree(p, kListed);
+    tierpool_thread_flush();
+    tierpool_release_free_memory();
+    const tierpool::Stats after = tierpool::GetStats();
+    EXPECT_EQ(after.thread_cache_bytes, 0u);
+    EXPECT_EQ(after.central_cache_bytes, 0u);
+    EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+    EXPECT_EQ(after.spans_in_use, before.spans_in_use);
+  });
+  worker.join();
+}
+#endif
+
 // The share shrinks when threads come: a thread that cached its whole share gives back what is
 // above its new one at its next slow path (AdoptBudget), even one that raises no limit, while
 // the new threads are still alive.
