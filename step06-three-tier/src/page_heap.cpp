@@ -68,9 +68,16 @@ Span* PageHeap::NewAligned(std::size_t pages, std::size_t align_pages, SpanState
   if (align_pages <= 1) return New(pages, state);
   const std::size_t needed = pages + align_pages - 1;
   if (needed < pages) return nullptr;
+  bool unmapped = false;
   for (;;) {
     SpinLockHolder hold(lock_);
-    if (Span* span = TakeBestFitLocked(needed)) {
+    // Any span of `needed` pages holds an aligned run of `pages`; a shorter one may too, where
+    // its first page lies on the boundary or just before it (the block freed a moment ago that
+    // asked for the same alignment): looked for before the heap grows, so that memory a program
+    // freed serves it again when the OS has none left.
+    Span* span = TakeBestFitLocked(needed);
+    if (span == nullptr) span = TakeAlignedFitLocked(pages, align_pages);
+    if (span != nullptr) {
       const std::uintptr_t aligned = (span->first_page + align_pages - 1) & ~(align_pages - 1);
       if (aligned > span->first_page) {
         Span* rest = SplitTailLocked(span, aligned - span->first_page);
@@ -81,10 +88,35 @@ Span* PageHeap::NewAligned(std::size_t pages, std::size_t align_pages, SpanState
       return HandOutLocked(span, pages, state);
     }
     lock_.Unlock();
-    const bool grew = Grow(needed);
+    bool grew = Grow(needed);
+    if (!grew && !unmapped) {  // as New: free regions of ours may be what the limit counts
+      unmapped = true;
+      grew = UnmapFreeRegions() > 0 && Grow(needed);
+    }
     lock_.Lock();
     if (!grew) return nullptr;
   }
+}
+
+// A free span of fewer than pages + align_pages - 1 pages that still holds `pages` from an
+// aligned first page: backed ones first, as TakeBestFitLocked. Every free span of `pages` pages or
+// more is looked at, so only where the heap would grow otherwise.
+Span* PageHeap::TakeAlignedFitLocked(std::size_t pages, std::size_t align_pages) {
+  for (const bool released : {false, true}) {
+    for (std::size_t i = 0; i <= kMaxExactPages + kBins; ++i) {
+      if (i <= kMaxExactPages && i < pages) continue;
+      SpanList& list =
+          i <= kMaxExactPages ? exact_[released][i] : bins_[released][i - kMaxExactPages - 1];
+      for (Span* s = list.first(); s != nullptr; s = s->next) {
+        const std::uintptr_t aligned = (s->first_page + align_pages - 1) & ~(align_pages - 1);
+        if (aligned + pages <= s->first_page + s->num_pages) {
+          RemoveLocked(s);
+          return s;
+        }
+      }
+    }
+  }
+  return nullptr;
 }
 
 // Trims `span` (taken out of the lists) to `pages`, the rest going back to the lists, and marks

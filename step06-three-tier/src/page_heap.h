@@ -109,6 +109,7 @@ class PageHeap {
   Span* NewLocked(std::size_t pages, SpanState state, std::size_t room);
   Span* TakeBestFitLocked(std::size_t pages);
   Span* TakeFitLocked(std::size_t pages, bool released);
+  Span* TakeAlignedFitLocked(std::size_t pages, std::size_t align_pages);
   Span* TakeMixedRunLocked(std::size_t pages);
   Span* TakeRunLocked(Span* first, std::size_t pages);
   // The free span just before / after `span` in the address space, if there is one.

@@ -526,8 +526,7 @@ TEST(CoreBigBlock, ALargeBlockFreedWithASmallSizeIsNotLost) {
 // Under an address-space limit, address space freed by small blocks must be able to serve a big
 // block (glibc's heap trims and its big blocks are their own mappings; here free regions are
 // unmapped when the OS refuses to map more).
-TEST(CoreBigBlock, FreedAddressSpaceServesABigBlockUnderALimit) {
-  if (const char* why = tierpool_testing::AddressSpaceLimitUnusable()) GTEST_SKIP() << why;
+void FreedAddressSpaceServesABigBlockUnderALimit(bool aligned) {
   tierpool_free(tierpool_malloc(16));  // initialized before the limit
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
@@ -547,7 +546,8 @@ TEST(CoreBigBlock, FreedAddressSpaceServesABigBlockUnderALimit) {
       tierpool_free(p);
     kept.clear();
     tierpool_thread_flush();
-    void* big = tierpool_malloc(400 * kMiB);
+    void* big =
+        aligned ? tierpool_aligned_alloc(2 * kMiB, 400 * kMiB) : tierpool_malloc(400 * kMiB);
     if (big == nullptr) _exit(12);
     std::memset(big, 1, 400 * kMiB);
     tierpool_free(big);
@@ -556,7 +556,20 @@ TEST(CoreBigBlock, FreedAddressSpaceServesABigBlockUnderALimit) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << "child crashed";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: setrlimit, 11: the fill, 12: the big block";
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "10: setrlimit, 11: the fill, 12: the big block" << (aligned ? " (aligned)" : "");
+}
+
+TEST(CoreBigBlock, FreedAddressSpaceServesABigBlockUnderALimit) {
+  if (const char* why = tierpool_testing::AddressSpaceLimitUnusable()) GTEST_SKIP() << why;
+  FreedAddressSpaceServesABigBlockUnderALimit(false);
+}
+
+// The same with an alignment over a page (PageHeap::NewAligned): its own way to the OS, which
+// must give free regions back as well before it gives up.
+TEST(CoreBigBlock, FreedAddressSpaceServesAnAlignedBigBlockUnderALimit) {
+  if (const char* why = tierpool_testing::AddressSpaceLimitUnusable()) GTEST_SKIP() << why;
+  FreedAddressSpaceServesABigBlockUnderALimit(true);
 }
 
 // When the process has used up its pthread keys, the allocator works without thread caches

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "memory_tools.h"
+#include "os.h"
 #include "page_heap.h"
 
 namespace {
@@ -82,6 +83,40 @@ TEST(PageHeap, AlignedSpansStartOnTheBoundaryAndGiveTheRestBack) {
     h->heap.Delete(s);
   }
   h->heap.Delete(first);
+  EXPECT_EQ(h->heap.Stats().in_use_bytes, 0u);
+}
+
+// An aligned request asks for its pages and the alignment's slack (pages + align - 1): any span
+// that long holds an aligned run. When the OS refuses more, a shorter span that holds one must
+// serve it too: above all the block of the same size and alignment the program just freed (a
+// pool's aligned chunks, released and asked for again while memory is short).
+TEST(PageHeap, AnAlignedRequestTakesTheAlignedRunItFitsWhenTheOsRefusesMore) {
+  auto h = NewHeap();
+  constexpr std::size_t kPages = 25, kAlign = 8;
+  {  // enough Span records in the pool that the spans below need no new metadata
+    std::vector<Span*> warm;
+    for (int i = 0; i < 600; ++i)
+      warm.push_back(h->heap.New(1, SpanState::kLarge));
+    for (Span* s : warm)
+      h->heap.Delete(s);
+  }
+  Span* block = h->heap.NewAligned(kPages, kAlign, SpanState::kLarge);
+  ASSERT_NE(block, nullptr);
+  std::vector<Span*> others;
+  SetMapFailureAfter(0);
+  // Every other free page taken: once freed, the block is the only free span, kPages long.
+  while (Span* s = h->heap.New(1, SpanState::kLarge))
+    others.push_back(s);
+  const std::size_t first_page = block->first_page;
+  h->heap.Delete(block);
+  Span* again = h->heap.NewAligned(kPages, kAlign, SpanState::kLarge);
+  SetMapFailureAfter(-1);
+  ASSERT_NE(again, nullptr) << "the freed aligned block did not serve the same request";
+  EXPECT_EQ(again->first_page, first_page);
+  EXPECT_EQ(again->num_pages, kPages);
+  h->heap.Delete(again);
+  for (Span* s : others)
+    h->heap.Delete(s);
   EXPECT_EQ(h->heap.Stats().in_use_bytes, 0u);
 }
 
