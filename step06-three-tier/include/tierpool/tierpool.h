@@ -45,6 +45,7 @@ struct tierpool_stats {
   size_t bytes_in_use;          // handed out to the program (by size class / span size)
   size_t thread_cache_bytes;    // free objects parked in thread caches
   size_t central_cache_bytes;   // free objects parked in central free lists / partial spans
+                                // (a span's objects not yet handed out included)
   size_t page_heap_free_bytes;  // free spans still backed by memory (not released)
   size_t mapped_bytes;          // total mapped from the OS for user memory
   size_t released_bytes;        // mapped but returned to the OS with madvise(DONTNEED)
