@@ -88,19 +88,22 @@ Span* PageHeap::NewAligned(std::size_t pages, std::size_t align_pages, SpanState
       return HandOutLocked(span, pages, state);
     }
     lock_.Unlock();
-    bool grew = Grow(needed);
+    // The OS's regions start on a 2 MiB boundary: up to that alignment, the pages alone do (the
+    // grown span starts aligned), which matters when memory is short.
+    const std::size_t grow = align_pages <= (kRegionSize >> kPageShift) ? pages : needed;
+    bool grew = Grow(grow);
     if (!grew && !unmapped) {  // as New: free regions of ours may be what the limit counts
       unmapped = true;
-      grew = UnmapFreeRegions() > 0 && Grow(needed);
+      grew = UnmapFreeRegions() > 0 && Grow(grow);
     }
     lock_.Lock();
     if (!grew) return nullptr;
   }
 }
 
-// A free span of fewer than pages + align_pages - 1 pages that still holds `pages` from an
-// aligned first page: backed ones first, as TakeBestFitLocked. Every free span of `pages` pages or
-// more is looked at, so only where the heap would grow otherwise.
+// Any free span that holds `pages` from an aligned first page (TakeBestFitLocked, which looks for
+// pages + align_pages - 1, found none): backed ones first. Every free span of `pages` pages or
+// more may be looked at, a scan linear in the free spans, so only where the heap would grow.
 Span* PageHeap::TakeAlignedFitLocked(std::size_t pages, std::size_t align_pages) {
   for (const bool released : {false, true}) {
     for (std::size_t i = 0; i <= kMaxExactPages + kBins; ++i) {

@@ -8,7 +8,8 @@
 //
 // A request takes the smallest exact length that fits; past the exact lengths, the best of the
 // first few spans of its own bin, or else any span of the next bin that has one (every span there
-// fits). So no lookup is linear in the number of free spans.
+// fits). So no lookup is linear in the number of free spans, but for an aligned request that
+// none of these fits, before the heap grows for it (TakeAlignedFitLocked).
 //
 // Freed spans coalesce with free neighbours of the same kind, found through the page map (a free
 // span records itself at its first and last page). Backed free spans go back to the OS (madvise),

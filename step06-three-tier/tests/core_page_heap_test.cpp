@@ -93,9 +93,9 @@ TEST(PageHeap, AlignedSpansStartOnTheBoundaryAndGiveTheRestBack) {
 TEST(PageHeap, AnAlignedRequestTakesTheAlignedRunItFitsWhenTheOsRefusesMore) {
   auto h = NewHeap();
   constexpr std::size_t kPages = 25, kAlign = 8;
-  {  // enough Span records in the pool that the spans below need no new metadata
+  {  // Span records in the pool for the splits below, which may not map metadata
     std::vector<Span*> warm;
-    for (int i = 0; i < 600; ++i)
+    for (int i = 0; i < 64; ++i)
       warm.push_back(h->heap.New(1, SpanState::kLarge));
     for (Span* s : warm)
       h->heap.Delete(s);
@@ -104,9 +104,12 @@ TEST(PageHeap, AnAlignedRequestTakesTheAlignedRunItFitsWhenTheOsRefusesMore) {
   ASSERT_NE(block, nullptr);
   std::vector<Span*> others;
   SetMapFailureAfter(0);
-  // Every other free page taken: once freed, the block is the only free span, kPages long.
-  while (Span* s = h->heap.New(1, SpanState::kLarge))
-    others.push_back(s);
+  // Every other free page taken, the largest runs first (a few spans, so a few records): once
+  // freed, the block is the only free span, kPages long.
+  for (std::size_t n = std::size_t{1} << 20; n > 0; n /= 2) {
+    while (Span* s = h->heap.New(n, SpanState::kLarge))
+      others.push_back(s);
+  }
   const std::size_t first_page = block->first_page;
   h->heap.Delete(block);
   Span* again = h->heap.NewAligned(kPages, kAlign, SpanState::kLarge);

@@ -547,6 +547,7 @@ TEST(ThreadCacheIdle, AnIdleListGoesBackWhenTheResidentSetGrows) {
 // list goes past the transfer slots to the spans (InsertToSpans), each block to its own span, and
 // once everything is freed and given back every count is where it was.
 TEST(ThreadCacheIdle, WrongSizedBlocksInAnIdleListGoHomeCountedOnce) {
+  tierpool_thread_flush();  // the counts below are of every cache: this thread's is empty
   std::thread worker([] {
     constexpr std::size_t kListed = 1024, kReal = 1152, kNew = 4608;
     const std::uint32_t listed_cl = SizeToClass(kListed);

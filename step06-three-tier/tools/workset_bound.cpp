@@ -12,7 +12,8 @@
 //                 thread (a thread cache that never shrinks)
 //   no caches     a heap that sends every freed block back to its span and every emptied span to
 //                 the page heap at once, whose pages any class then takes: the most spans' pages
-//                 live at once (a block goes to its class's oldest span with room)
+//                 live at once (a block goes to its class's oldest span with room; free pages
+//                 all alike: no fragmentation of the page heap counted)
 // The lockstep is one interleaving of many; the per-thread column does not depend on it.
 // Usage: workset_bound
 #include <algorithm>
