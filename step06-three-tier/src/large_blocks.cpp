@@ -182,10 +182,15 @@ void* Realloc(void* ptr, std::size_t size) {
   Span* span = LargeSpanOf(ptr);
   if (span == nullptr) ReportBadFree(ptr);
   if (size <= kMaxSmallSize) return ReallocByCopy(ptr, span->bytes(), size);
+  // Within its own pages a block needs nothing: a buffer grown a few bytes at a time (a string
+  // appended to by realloc) crosses a page boundary once every 4 KiB, and only then takes the
+  // page heap's lock.
+  const std::size_t pages = (size + kPageSize - 1) >> kPageShift;
+  if (pages == span->num_pages) return ptr;
   // In place when the pages after it are free (growing) or always (shrinking: the tail goes
   // back to the page heap, and to the OS after the release delay).
   const std::size_t old_bytes = span->bytes();
-  if (G().page_heap.Resize(span, (size + kPageSize - 1) >> kPageShift)) {
+  if (G().page_heap.Resize(span, pages)) {
     G().page_heap.AccountLarge(static_cast<std::ptrdiff_t>(span->bytes()) -
                                static_cast<std::ptrdiff_t>(old_bytes));
     ToolsOnResize(ptr, old_bytes, span->bytes());

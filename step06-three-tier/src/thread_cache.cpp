@@ -258,6 +258,9 @@ std::uint32_t ThreadCache::Grow(std::uint32_t cl, std::uint32_t max) {
 // least, so that a list growing one object at a time (slow start) does not scan the others on
 // every free.
 void ThreadCache::Steal(std::uint32_t cl, std::int64_t bytes) {
+  // The other lists have no limits to give (one class in use, as while a program builds a big
+  // structure of one node size): the scan would find nothing, at every refill of that list.
+  if (capacity_ <= std::int64_t{max_lengths_[cl]} * BudgetCost(cl)) return;
   if (bytes < budget_ / 16) bytes = budget_ / 16;
   for (int pass = 0; pass < 2 && bytes > 0; ++pass) {
     for (std::uint32_t tries = 1; tries < kNumClasses && bytes > 0; ++tries) {

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "allocator.h"
 #include "config.h"
 #include "core_test_util.h"
 #include "tierpool/tierpool.h"
@@ -76,6 +77,43 @@ TEST(CoreBigBlock, AGrowthTheOsRefusesLeavesTheLargeBlockAlone) {
   ASSERT_NE(q, nullptr);
   EXPECT_EQ(q[2 * kMiB], static_cast<unsigned char>((2 * kMiB) >> 12));
   tierpool_free(q);
+}
+
+// A string appended to a few bytes at a time, each append a realloc (naive C code does it): past
+// 256 KiB the block is a span of whole pages, and every realloc that stays within them must cost a
+// compare, not a trip to the page heap. The test holds the page heap's lock meanwhile: a realloc
+// that took it would wait, and the appends would not finish.
+TEST(CoreBigBlock, AReallocWithinALargeBlocksPagesLeavesThePageHeapAlone) {
+  using tierpool::internal::G;
+  using tierpool::internal::kPageSize;
+  constexpr std::size_t kStart = kMiB + 1;  // a span of 1 MiB and one page more
+  auto* first = static_cast<char*>(tierpool_malloc(kStart));
+  ASSERT_NE(first, nullptr);
+  first[0] = 'a';
+  std::atomic<bool> done{false};
+  char* last = first;
+  G().page_heap.lock().Lock();
+  std::thread appender([&] {
+    for (std::size_t size = kStart + 7; size <= kMiB + kPageSize; size += 7) {
+      last = static_cast<char*>(tierpool_realloc(last, size));
+      last[size - 1] = 'z';
+    }
+    done.store(true);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done.load() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const bool finished_under_the_lock = done.load();
+  G().page_heap.lock().Unlock();
+  appender.join();
+  EXPECT_TRUE(finished_under_the_lock) << "a realloc within the block's pages took the lock";
+  EXPECT_EQ(last, first);
+  EXPECT_EQ(last[0], 'a');
+  // One byte past the pages: the block grows in place or moves, through the page heap.
+  last = static_cast<char*>(tierpool_realloc(last, kMiB + kPageSize + 1));
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(last[0], 'a');
+  tierpool_free(last);
 }
 
 // Shrinking a large block keeps it where it is and gives its tail back to the page heap.
