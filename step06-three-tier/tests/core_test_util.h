@@ -17,8 +17,10 @@ inline bool UnderValgrind() {
   return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
 }
 
+// config.h defines both, to 0 outside their builds: their values count, not whether they are
+// defined.
 inline bool UnderSanitizer() {
-#if defined(TIERPOOL_ASAN) || defined(TIERPOOL_TSAN)
+#if (defined(TIERPOOL_ASAN) && TIERPOOL_ASAN) || (defined(TIERPOOL_TSAN) && TIERPOOL_TSAN)
   return true;
 #else
   return false;
