@@ -225,7 +225,7 @@ def bigblock_kind(workload):
 # The stress workloads (workload_stress.h): time and peak RSS side by side, each set against the
 # best of the malloc peers at the same thread count (the fastest time, the lowest peak RSS).
 STRESS = ["larson", "prodcons", "false-share-active", "false-share-passive", "lifetimes",
-          "workset", "huge", "threads64", "short-threads"]
+          "workset", "huge", "threads64", "short-threads", "teardown"]
 
 
 def stress_kind(workload):

@@ -16,6 +16,8 @@
 //   threads64            64 threads on a small-block working set (more threads than cores)
 //   short-threads        threads that live for a few hundred allocations each, one after another
 //                        (a thread per request)
+//   teardown             each thread builds half a million small blocks, frees them all in the
+//                        order it made them, then works in pages (a structure built and dropped)
 //
 // Every block is stamped with a tag of its own when it is allocated and checked when it is freed,
 // and each run checks that the tags it freed are the tags it allocated: an allocator that hands
@@ -598,6 +600,59 @@ struct ShortThreadsWorkload {
   }
 };
 
+// "teardown" (a structure built and dropped whole: a compiler's syntax tree, a std::map of half a
+// million entries destroyed, a collector sweeping a generation): each thread allocates 500 000
+// blocks of 16 B to 128 B (uniform), stamps each, then checks and frees them all in the order it
+// made them; then allocates 8 000 blocks of 4 KiB, stamps each, and frees them: the next phase
+// asks for other sizes than the memory just freed. A pair is one block of either phase. The
+// thread's blocks (36 MB on average) are more than any thread cache holds, so most of them pass
+// through what lies behind it, both ways.
+struct TeardownWorkload {
+  static constexpr const char* kName = "teardown";
+  static constexpr std::size_t kNodes = 500000, kPages = 8000;
+  static constexpr std::size_t kMinSize = 16, kMaxSize = 128, kPageBlock = 4096;
+
+  template <class Alloc>
+  static RunResult Run(Alloc& alloc, int threads, const RunOptions& options) {
+    const std::size_t nodes = options.smoke ? 2000 : kNodes;
+    const std::size_t pages = options.smoke ? 40 : kPages;
+    const int rounds = stress::Rounds(options);
+    std::vector<std::vector<std::uint32_t>> sizes(threads);
+    std::vector<std::vector<stress::Live>> held(threads);  // made before the clock starts
+    for (int t = 0; t < threads; ++t) {
+      sizes[t] = stress::UniformDraws(nodes, kMinSize, kMaxSize, 2100u + unsigned(t));
+      held[t].resize(nodes);
+    }
+    std::vector<stress::TagSums> sums(threads);
+    const std::uint64_t wall = RunOnThreads(threads, [&](int t) {
+      std::vector<stress::Live>& live = held[t];
+      stress::TagSums sum;
+      std::uint64_t serial = 0;
+      const auto make = [&](stress::Live& block, std::size_t size) {
+        block.size = size;
+        block.tag = stress::Tag(t, serial++);
+        block.p = stress::AllocateOrFail(alloc, size, kName);
+        stress::Stamp(block.p, size, block.tag);
+        sum.allocated += block.tag;
+      };
+      for (int r = 0; r < rounds; ++r) {
+        for (std::size_t i = 0; i < nodes; ++i)
+          make(live[i], sizes[t][i]);
+        for (std::size_t i = 0; i < nodes; ++i)
+          stress::Release(alloc, live[i], sum, kName);
+        for (std::size_t i = 0; i < pages; ++i)
+          make(live[i], kPageBlock);
+        for (std::size_t i = 0; i < pages; ++i)
+          stress::Release(alloc, live[i], sum, kName);
+      }
+      sums[t] = sum;
+    });
+    alloc.EndRound();
+    stress::CheckSums(sums, kName);
+    return {std::uint64_t(threads) * std::uint64_t(rounds) * (nodes + pages), wall};
+  }
+};
+
 // Every stress workload at its thread counts for one allocator. A step calls it with its own
 // allocators; RegisterStressPeers adds the malloc rows (glibc, and every preloaded library).
 template <class Alloc>
@@ -611,6 +666,7 @@ void RegisterStressWorkloads(const std::string& allocator) {
   RegisterThreads<HugeWorkload, Alloc>(allocator, {1, 2});
   Register<Threads64Workload, Alloc>(allocator, 64);
   Register<ShortThreadsWorkload, Alloc>(allocator, 2);
+  RegisterThreads<TeardownWorkload, Alloc>(allocator, {1, 2});
 }
 
 inline void RegisterStressPeers() {
