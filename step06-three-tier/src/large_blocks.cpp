@@ -183,8 +183,8 @@ void* Realloc(void* ptr, std::size_t size) {
   if (span == nullptr) ReportBadFree(ptr);
   if (size <= kMaxSmallSize) return ReallocByCopy(ptr, span->bytes(), size);
   // Within its own pages a block needs nothing: a buffer grown a few bytes at a time (a string
-  // appended to by realloc) crosses a page boundary once every 4 KiB, and only then takes the
-  // page heap's lock.
+  // appended to by realloc) crosses a page boundary once every kPageSize bytes, and only then
+  // takes the page heap's lock.
   const std::size_t pages = (size + kPageSize - 1) >> kPageShift;
   if (pages == span->num_pages) return ptr;
   // In place when the pages after it are free (growing) or always (shrinking: the tail goes

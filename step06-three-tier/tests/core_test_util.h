@@ -17,8 +17,8 @@ inline bool UnderValgrind() {
   return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
 }
 
-// config.h defines both, to 0 outside their builds: their values count, not whether they are
-// defined.
+// config.h defines TIERPOOL_ASAN (to 0 outside ASan builds), so its value counts, not whether it
+// is defined.
 inline bool UnderSanitizer() {
 #if (defined(TIERPOOL_ASAN) && TIERPOOL_ASAN) || (defined(TIERPOOL_TSAN) && TIERPOOL_TSAN)
   return true;
