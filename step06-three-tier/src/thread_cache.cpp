@@ -114,9 +114,14 @@ void** SlotArena::Get(unsigned k) {
 
 void SlotArena::Put(void** chunk, unsigned k) {
   const std::size_t bytes = sizeof(void*) << k;
-  if (bytes >= kReleasedChunkBytes)
-    OsRelease(chunk + kOsPageSize / sizeof(void*),
-              bytes - kOsPageSize);  // (its first page links)
+  if (bytes >= kReleasedChunkBytes) {
+    // The whole OS pages after the one that holds the link: a chunk starts on a cache line of
+    // its region (after the region's header), not on a page, and madvise takes pages only.
+    const auto start = reinterpret_cast<std::uintptr_t>(chunk);
+    const std::uintptr_t begin = (start + sizeof(void*) + kOsPageSize - 1) & ~(kOsPageSize - 1);
+    const std::uintptr_t end = (start + bytes) & ~(kOsPageSize - 1);
+    OsRelease(reinterpret_cast<void*>(begin), end - begin);
+  }
   *chunk = free_[k];
   free_[k] = chunk;
 }

@@ -1,6 +1,8 @@
 // The thread cache's memory: the shared empty cache is read-only. And what a thread cache is
 // handed: never a cache line another thread's first objects are on.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -259,6 +261,33 @@ TEST(ThreadCacheArrays, ObjectsComeBackLastFreedFirstAcrossChunkMoves) {
   }).join();
   for (std::size_t i = 1; i < count; ++i)  // (blocks[0] is free, in the central cache)
     tierpool::ConcurrentFree(blocks[i], size);
+}
+
+// A big chunk put back gives its pages back to the OS, but the one that holds its link. The
+// chunks of a region start on a cache line, not on a page (the region's header comes first):
+// a release from the chunk's own address plus a page was refused by the kernel (EINVAL), and
+// every array that had grown past 64 KiB and moved on stayed resident.
+TEST(ThreadCacheArrays, ABigChunkPutBackIsNoLongerResident) {
+  const long page = sysconf(_SC_PAGESIZE);
+  ASSERT_EQ(page, long(kOsPageSize));
+  SlotArena arena;
+  constexpr unsigned k = 15;  // 2^15 addresses: 256 KiB
+  constexpr std::size_t bytes = sizeof(void*) << k;
+  arena.Get(SlotArena::kMinLog);  // whatever the first chunk's place, this one follows it
+  void** chunk = arena.Get(k);
+  ASSERT_NE(chunk, nullptr);
+  std::memset(chunk, 0xab, bytes);
+  arena.Put(chunk, k);
+  const auto start = reinterpret_cast<std::uintptr_t>(chunk);
+  const std::uintptr_t first = (start + sizeof(void*) + page - 1) & ~std::uintptr_t(page - 1);
+  const std::uintptr_t end = (start + bytes) & ~std::uintptr_t(page - 1);
+  std::vector<unsigned char> resident((end - first) / page);
+  ASSERT_EQ(mincore(reinterpret_cast<void*>(first), end - first, resident.data()), 0);
+  const auto still =
+      std::count_if(resident.begin(), resident.end(), [](unsigned char r) { return (r & 1) != 0; });
+  EXPECT_EQ(still, 0) << "of " << resident.size() << " pages";
+  EXPECT_EQ(arena.Get(k), chunk) << "the chunk is reused";
+  arena.Recycle();
 }
 
 // A thread that exits leaves its array region to the next thread: threads one after another
