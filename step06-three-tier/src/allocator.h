@@ -71,6 +71,10 @@ void Tick();
 std::size_t ReleaseFreeMemory();
 // The calling thread's cache back to the central lists (tierpool_thread_flush).
 void FlushThreadCache();
+// Asks the release thread for the looks of the clock that give back what waits for them (batches
+// parked in the central lists, caches of exited threads), if that is enough to matter: they come
+// then even if the program stops calling.
+void LookLater();
 // At start-up: TIERPOOL_RELEASE_THREAD=0 in the environment turns the release thread off.
 void ReadReleaseThreadSetting();
 // Whether the release thread runs (fork reads it before forking).

@@ -125,20 +125,21 @@ inline constexpr std::size_t kMinGrowBytes = 32 * std::size_t{1} << 20;
 inline constexpr std::size_t kOverallThreadCacheBudget = 64 * std::size_t{1} << 20;
 inline constexpr std::size_t kMinThreadCacheBudget = 256 * std::size_t{1} << 10;
 inline constexpr std::size_t kMaxThreadCacheBudget = 16 * std::size_t{1} << 20;
-// A thread that exits with at most kKeptCacheMaxBytes in its cache leaves the cache, objects and
-// arrays and all, to the next thread that starts, instead of taking it apart object by object
-// into the central lists (where the next thread would take the same objects out again, its span
-// carved anew if the old one went back to the page heap meanwhile). Up to kMaxKeptCaches wait;
-// each is given back whole at the second look of the clock that finds it unclaimed, or by
-// tierpool_release_free_memory: together at most 2 MiB, which, like parked batches below
-// kReleaseThreadMinBytes, may wait for the next look of a program gone quiet. A thread that
-// started and ended between two looks (a task, a request) costs the allocator no refill at its
-// start and no flush at its end.
+// A thread that exits leaves its cache, objects and arrays and all, to the next thread that
+// starts, instead of taking it apart object by object into the central lists (where the next
+// thread would take the same objects out again, their spans carved anew if the old ones went
+// back to the page heap meanwhile). Up to kMaxKeptCaches wait, as long as the kept caches and the
+// live ones stay within kOverallThreadCacheBudget together: a kept cache is a thread cache still,
+// and a cache that does not fit is taken apart. Each is given back whole at the second look of
+// the clock that finds it unclaimed, or by tierpool_release_free_memory; while they hold
+// kReleaseThreadMinBytes or more, the release thread comes for those looks even if the program
+// stops calling. A thread that started and ended between two looks (a task, a request, a worker
+// that built a structure and dropped it) costs the allocator no refill at its start and no flush
+// at its end.
 #ifndef TIERPOOL_KEPT_CACHES
 #define TIERPOOL_KEPT_CACHES 8
 #endif
 inline constexpr int kMaxKeptCaches = TIERPOOL_KEPT_CACHES;
-inline constexpr std::size_t kKeptCacheMaxBytes = 256 * std::size_t{1} << 10;
 // Longest a single thread-cache list may grow. The byte budgets are the real bounds; this only
 // keeps lengths far from overflow (16 MiB of 8-byte objects is 2 M objects).
 inline constexpr std::uint32_t kMaxListLength = std::uint32_t{1} << 22;

@@ -158,8 +158,19 @@ void FlushThreadCache() {
   if (tls_cache != &empty_cache) tls_cache->ReleaseAll();
   if (init_state.load(std::memory_order_acquire) != 2) return;
   ReleaseIdleMemory();
-  // What was parked goes back later, even if no thread calls again.
-  if (CentralFreeList::ParkedBytes() >= kReleaseThreadMinBytes) WakeReleaseThread();
+  LookLater();  // what was parked goes back later, even if no thread calls again
+}
+
+namespace {
+// Enough waits for the looks of the clock to call for more of them.
+bool WaitingForLooks() {
+  return CentralFreeList::ParkedBytes() >= kReleaseThreadMinBytes ||
+         G().kept_bytes.load(std::memory_order_relaxed) >= kReleaseThreadMinBytes;
+}
+}  // namespace
+
+void LookLater() {
+  if (WaitingForLooks()) WakeReleaseThread();
 }
 
 void ReleaseIdleMemory() {
@@ -179,9 +190,9 @@ void ReleaseIdleMemory() {
     for (std::uint32_t cl = 1; cl < kNumClasses; ++cl) {
       if (CentralFreeList::InUse(cl) && g.central[cl].DrainIfIdle()) drained = true;
     }
-    // Quiet: nothing drained, and too little parked to call for another look (the batches it
-    // noted as parked go at the next look only if that many are waiting; fewer may stay).
-    if (drained || CentralFreeList::ParkedBytes() >= kReleaseThreadMinBytes) {
+    // Quiet: nothing drained, and too little waiting to call for another look (the batches and
+    // caches it noted as waiting go at the next look only if that many are; fewer may stay).
+    if (drained || WaitingForLooks()) {
       quiet_looks.store(0, std::memory_order_relaxed);
     } else {
       quiet_looks.fetch_add(1, std::memory_order_relaxed);

@@ -41,7 +41,8 @@ struct Globals {
   // Caches of exited threads kept for the next ones (thread_registry.cpp), guarded by
   // registry_lock; in the registry, not counted in thread_caches.
   ThreadCache* kept_head = nullptr;
-  std::atomic<int> kept_caches{0};  // written under registry_lock, read without it
+  std::atomic<int> kept_caches{0};         // written under registry_lock, read without it
+  std::atomic<std::size_t> kept_bytes{0};  // what they hold; the same
   // Each thread cache's share of kOverallThreadCacheBudget (set by InitSlow); caches read it in
   // their slow paths.
   std::atomic<std::int64_t> thread_budget{0};

@@ -276,10 +276,12 @@ class ThreadCache {
   // Registry of live caches (stats, fork), guarded by the registry lock.
   ThreadCache* registry_next = nullptr;
   ThreadCache* registry_prev = nullptr;
-  // Kept for the next thread (an exited thread's cache): the next one kept, and whether a look
-  // of the clock saw it waiting already. Guarded by the registry lock.
+  // Kept for the next thread (an exited thread's cache): the next one kept, whether a look of
+  // the clock saw it waiting already, and the bytes it held when kept (Globals::kept_bytes).
+  // Guarded by the registry lock.
   ThreadCache* kept_next = nullptr;
   bool kept_seen = false;
+  std::size_t kept_bytes = 0;
 };
 
 // The shared empty cache of threads without one. Const, so it lies in read-only memory: a write

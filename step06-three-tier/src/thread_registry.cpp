@@ -44,26 +44,41 @@ void DeleteCache(ThreadCache* tc) {
   g.cache_pool.Delete(tc);
 }
 
-// Registry lock held: `tc` waits for the next thread if there is room and it holds little.
+// Registry lock held, the exiting thread no longer counted: the budget the kept caches may fill,
+// what the live caches' shares leave of the overall budget.
+std::size_t KeptRoomLocked(const Globals& g) {
+  const auto share = static_cast<std::size_t>(g.thread_budget.load(std::memory_order_relaxed));
+  if (g.thread_caches != 0 && share >= kOverallThreadCacheBudget / g.thread_caches) return 0;
+  return kOverallThreadCacheBudget - g.thread_caches * share;
+}
+
+// Registry lock held: `tc` waits for the next thread if there is room.
 bool KeepForNextThreadLocked(Globals& g, ThreadCache* tc) {
+  const std::size_t bytes = tc->CachedBytes();
   if (g.kept_caches.load(std::memory_order_relaxed) >= kMaxKeptCaches ||
-      tc->CachedBytes() > kKeptCacheMaxBytes)
+      g.kept_bytes.load(std::memory_order_relaxed) + bytes > KeptRoomLocked(g))
     return false;
   tc->kept_next = g.kept_head;
   tc->kept_seen = false;
+  tc->kept_bytes = bytes;
   g.kept_head = tc;
   g.kept_caches.fetch_add(1, std::memory_order_relaxed);
+  g.kept_bytes.fetch_add(bytes, std::memory_order_relaxed);
   return true;
+}
+
+// Registry lock held: `tc`, the cache `*link` names, is no longer kept.
+void UnkeepLocked(Globals& g, ThreadCache** link, ThreadCache* tc) {
+  *link = tc->kept_next;
+  tc->kept_next = nullptr;
+  g.kept_caches.fetch_sub(1, std::memory_order_relaxed);
+  g.kept_bytes.fetch_sub(tc->kept_bytes, std::memory_order_relaxed);
 }
 
 // Registry lock held: the cache the last thread to exit left, or nullptr.
 ThreadCache* TakeKeptCacheLocked(Globals& g) {
   ThreadCache* tc = g.kept_head;
-  if (tc != nullptr) {
-    g.kept_head = tc->kept_next;
-    tc->kept_next = nullptr;
-    g.kept_caches.fetch_sub(1, std::memory_order_relaxed);
-  }
+  if (tc != nullptr) UnkeepLocked(g, &g.kept_head, tc);
   return tc;
 }
 
@@ -86,6 +101,7 @@ void DestroyThreadCache(void* cache) {
   // A thread's exit is a moment to look at once: what it gave back may be all there is.
   ReleaseIdleMemory();
   Tick();
+  if (kept && g.kept_bytes.load(std::memory_order_relaxed) >= kReleaseThreadMinBytes) LookLater();
 }
 // [/snippet]
 
@@ -100,8 +116,7 @@ bool ReleaseKeptCaches(bool all) {
     while (*link != nullptr) {
       ThreadCache* tc = *link;
       if (all || tc->kept_seen) {
-        *link = tc->kept_next;
-        g.kept_caches.fetch_sub(1, std::memory_order_relaxed);
+        UnkeepLocked(g, link, tc);
         tc->kept_next = unclaimed;
         unclaimed = tc;
       } else {

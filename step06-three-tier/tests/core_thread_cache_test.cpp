@@ -677,10 +677,10 @@ std::size_t CachedAfterFlush() {
   return tierpool::GetStats().thread_cache_bytes;
 }
 
-// A thread that exits holding little leaves its cache, objects and all, to the next thread: the
-// bytes stay counted as a thread cache's (not the central lists'), no live thread is counted for
-// it, and the next thread is handed the same objects, last freed first, without a refill.
-TEST(ThreadCacheKept, AThreadThatExitsWithLittleLeavesItsCacheToTheNext) {
+// A thread that exits leaves its cache, objects and all, to the next thread: the bytes stay
+// counted as a thread cache's (not the central lists'), no live thread is counted for it, and
+// the next thread is handed the same objects, last freed first, without a refill.
+TEST(ThreadCacheKept, AThreadThatExitsLeavesItsCacheToTheNext) {
   tierpool_release_free_memory();  // no kept cache from an earlier test
   const std::size_t size = 64;
   const std::size_t cl = SizeToClass(size);
@@ -698,7 +698,7 @@ TEST(ThreadCacheKept, AThreadThatExitsWithLittleLeavesItsCacheToTheNext) {
   }).join();
   const std::size_t kept = CachedAfterFlush() - cached_before;
   EXPECT_GE(kept, 31 * size) << "the exited thread's objects left the thread caches";
-  EXPECT_LE(kept, kKeptCacheMaxBytes);
+  EXPECT_EQ(G().kept_bytes.load(), kept) << "the kept caches' count of their bytes";
   EXPECT_EQ(tierpool::GetStats().thread_caches, before.thread_caches);
   std::thread([&] {
     void* first = tierpool::ConcurrentAlloc(size);
@@ -719,26 +719,50 @@ TEST(ThreadCacheKept, AThreadThatExitsWithLittleLeavesItsCacheToTheNext) {
   EXPECT_EQ(CachedAfterFlush(), cached_before);
 }
 
-// A thread that exits holding more than kKeptCacheMaxBytes gives it all back to the central lists,
-// as it did before caches were kept: one big worker's leftovers are not held for a thread that
-// may never come.
-TEST(ThreadCacheKept, ACacheHoldingMoreThanTheBoundIsTakenApart) {
+// A kept cache is a thread cache still: the kept caches and the live ones' shares stay within
+// kOverallThreadCacheBudget together. While the live threads' shares fill the budget, an exiting
+// thread's cache is taken apart into the central lists, however little it holds; once they are
+// gone, the same exit leaves it whole.
+TEST(ThreadCacheKept, KeptCachesAndLiveOnesStayWithinTheOverallBudget) {
   tierpool_release_free_memory();
-  const std::size_t cached_before = CachedAfterFlush();
-  const std::size_t size = 512;
-  std::thread([&] {
-    // Rounds of allocations and frees: a list's limit grows a batch per refill that found it
-    // empty, so the cache ends up holding the whole working set.
-    std::vector<void*> blocks(2 * kKeptCacheMaxBytes / size);
-    for (int round = 0; round < 64 && tls_cache->CachedBytes() <= kKeptCacheMaxBytes; ++round) {
+  const std::size_t size = 64;
+  const auto exit_holding_a_little = [&] {
+    std::thread([&] {
+      std::vector<void*> blocks(32);
       for (void*& p : blocks)
         p = tierpool::ConcurrentAlloc(size);
       for (void* p : blocks)
         tierpool::ConcurrentFree(p, size);
-    }
-    ASSERT_GT(tls_cache->CachedBytes(), kKeptCacheMaxBytes);
-  }).join();
+    }).join();
+  };
+  tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(size), size);  // this thread has a cache
+  // Live caches until their shares fill the budget (each share is the budget over the count,
+  // at most kMaxThreadCacheBudget).
+  const int live = int(kOverallThreadCacheBudget / kMaxThreadCacheBudget);
+  std::atomic<int> started{0};
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (int t = 1; t < live; ++t) {
+    threads.emplace_back([&] {
+      tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(size), size);
+      started.fetch_add(1);
+      while (!done)
+        std::this_thread::yield();
+    });
+  }
+  while (started.load() < live - 1)
+    std::this_thread::yield();
+  const std::size_t cached_before = CachedAfterFlush();
+  exit_holding_a_little();
+  EXPECT_EQ(G().kept_caches.load(), 0) << "kept while the live caches' shares fill the budget";
   EXPECT_EQ(CachedAfterFlush(), cached_before);
+  done = true;
+  for (std::thread& t : threads)
+    t.join();
+  exit_holding_a_little();
+  EXPECT_GE(G().kept_bytes.load(), 31 * size) << "not kept with the budget free";
+  tierpool_release_free_memory();
+  EXPECT_EQ(G().kept_caches.load(), 0);
 }
 
 // Nobody comes: the kept caches go back to the central lists at the second look of the clock
