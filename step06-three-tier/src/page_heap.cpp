@@ -135,7 +135,7 @@ Span* PageHeap::HandOutLocked(Span* span, std::size_t pages, SpanState state) {
   }
   // Set before the lock drops: a neighbour's Delete must never see this span as free.
   span->state = state;
-  if (!span->released) reused_pages_ += span->num_pages;
+  reused_pages_ += span->released ? UndoReleaseLocked(span->num_pages) : span->num_pages;
   span->zeroed = span->released;
   span->released = false;
   CountInUse(span->num_pages);
@@ -230,7 +230,10 @@ void PageHeap::Trim() {
     SpinLockHolder hold(lock_);
     while (lru_oldest_ != nullptr && ReleaseSpanLocked(lru_oldest_)) {
     }
-    previous_reused_pages_ = reused_pages_ = 0;  // the program says it is done with its memory
+    // The program says it is done with its memory: what it reused or took back lately is no
+    // estimate of what it will want.
+    previous_reused_pages_ = reused_pages_ = 0;
+    previous_released_pages_ = released_pages_ = 0;
     // Spans another thread (the release thread) is giving back right now are out of the lists:
     // the caller is promised they are gone when this returns, so wait for them.
     while (!releasing_.empty()) {
@@ -437,8 +440,10 @@ void PageHeap::ReleaseLocked(std::uint64_t now) {
   }
   if (now - reuse_window_start_ms_ >= kReuseWindowMs) {
     // A program that stopped reusing its free memory has it back within two reuse windows.
-    previous_reused_pages_ = now - reuse_window_start_ms_ < 2 * kReuseWindowMs ? reused_pages_ : 0;
-    reused_pages_ = 0;
+    const bool adjacent = now - reuse_window_start_ms_ < 2 * kReuseWindowMs;
+    previous_reused_pages_ = adjacent ? reused_pages_ : 0;
+    previous_released_pages_ = adjacent ? released_pages_ : 0;
+    reused_pages_ = released_pages_ = 0;
     reuse_window_start_ms_ = now;
   }
   for (Span* oldest = lru_oldest_; oldest != nullptr; oldest = lru_oldest_) {
@@ -457,6 +462,17 @@ void PageHeap::ReleaseLocked(std::uint64_t now) {
   }
 }
 
+// Of `pages` released pages handed out, those that take back a recent release (oldest first).
+std::size_t PageHeap::UndoReleaseLocked(std::size_t pages) {
+  std::size_t undone = 0;
+  for (std::size_t* released : {&previous_released_pages_, &released_pages_}) {
+    const std::size_t n = pages - undone < *released ? pages - undone : *released;
+    *released -= n;
+    undone += n;
+  }
+  return undone;
+}
+
 // madvise without the lock; meanwhile the span is kReleasing, so no one merges with it or hands
 // it out. Afterwards it joins the released spans (and merges with released neighbours). When the
 // kernel refuses (the program locked its memory), the span is backed still, and stays so: it
@@ -468,6 +484,7 @@ bool PageHeap::ReleaseSpanLocked(Span* victim) {
   lock_.Unlock();
   const bool released = OsRelease(victim->start(), victim->bytes());
   lock_.Lock();
+  if (released) released_pages_ += victim->num_pages;
   releasing_.Remove(victim);
   victim->released = released;
   victim->state = SpanState::kFree;

@@ -171,6 +171,14 @@ class PageHeap {
   std::size_t reused_pages_ = 0;
   std::size_t previous_reused_pages_ = 0;
   std::uint64_t reuse_window_start_ms_ = 0;
+  // Releases the program undid: pages given back to the OS in the current reuse window and in
+  // the one before that it has not taken again yet. A hand-out of released pages counts as reuse
+  // up to these: the program wanted back memory the heap had just given away (a madvise and the
+  // page faults for nothing), so the next wave of the same size stays backed. Beyond them,
+  // released pages are new memory (a region just mapped): growth, not reuse.
+  std::size_t released_pages_ = 0;
+  std::size_t previous_released_pages_ = 0;
+  std::size_t UndoReleaseLocked(std::size_t pages);
   std::size_t ReuseEstimateLocked() const {
     return reused_pages_ > previous_reused_pages_ ? reused_pages_ : previous_reused_pages_;
   }
