@@ -40,7 +40,8 @@ void CentralFreeList::SetUpLocked() {
 }
 
 // [snippet:remove-range]
-int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_batch) {
+int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_batch,
+                                 bool to_line_end) {
   lock_.Lock();
   // Objects of a class come back only after some were taken: the set-up is needed here alone.
   if (TIERPOOL_UNLIKELY(object_size_ == 0)) SetUpLocked();
@@ -63,7 +64,7 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_
   }
   // [/snippet]
   Runs runs;
-  int got = TakeFromSpansLocked(runs, n);
+  int got = TakeFromSpansLocked(runs, n, to_line_end);
   while (got == 0) {
     // No span has objects left: get one from the page heap without holding our lock (the page
     // heap may map memory), then try again (another thread may have refilled us meanwhile).
@@ -74,7 +75,7 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_
     spans_.PushFront(span);
     span->in_central_list = true;
     free_objects_.fetch_add(kClasses[size_class_].objects, std::memory_order_relaxed);
-    got = TakeFromSpansLocked(runs, n);
+    got = TakeFromSpansLocked(runs, n, to_line_end);
   }
   lock_.Unlock();
   ChainRuns(runs, first, second);
@@ -155,10 +156,11 @@ bool CentralFreeList::DrainIfIdle(bool all) {
 // Takes up to n objects from the spans, as runs, touching as few of them as it can under the
 // lock: a span whose list holds no more than what is still wanted gives it whole, in O(1) (its
 // length is what the span has neither handed out nor carved); only a longer list is walked, to
-// cut it. Objects carved from fresh memory are taken up to the end of a cache line, even past n:
-// the next thread to ask starts on a line of its own, so two threads never write one line from
-// their first objects on (Hoard's "active false sharing").
-int CentralFreeList::TakeFromSpansLocked(Runs& runs, int n) {
+// cut it. With `to_line_end` (a thread cache asks, and keeps what it gets), objects carved from
+// fresh memory are taken up to the end of a cache line, even past n: the next thread to ask
+// starts on a line of its own, so two threads never write one line from their first objects on
+// (Hoard's "active false sharing").
+int CentralFreeList::TakeFromSpansLocked(Runs& runs, int n, bool to_line_end) {
   const std::uint32_t per_span = kClasses[size_class_].objects;
   int got = 0;
   runs.count = 0;
@@ -186,10 +188,11 @@ int CentralFreeList::TakeFromSpansLocked(Runs& runs, int n) {
       span->allocated += taken;
       got += static_cast<int>(taken);
     }
-    if (span->free_list == nullptr && (got < n || InsideCarvedLine(span))) {
+    if (span->free_list == nullptr && (got < n || (to_line_end && InsideCarvedLine(span)))) {
       char* const start = span->carve_next;
       std::uint32_t carved = 0;
-      while (span->carve_next < span->carve_end && (got < n || InsideCarvedLine(span))) {
+      while (span->carve_next < span->carve_end &&
+             (got < n || (to_line_end && InsideCarvedLine(span)))) {
         span->carve_next += object_size_;
         ++carved;
         ++got;

@@ -49,10 +49,22 @@ class alignas(64) CentralFreeList {
   static void Attach(PageHeap* page_heap, PageMap* page_map, CentralFreeList* all,
                      Batch (*slots)[kMaxTransferSlots]);
 
-  // Up to `n` objects as a batch starting *first, *second (*second null for one object); with
-  // `whole_batch`, a parked batch whole when there is one (more than `n` if n < batch). Returns
-  // how many (0 only when the OS refuses memory).
-  int RemoveRange(void** first, void** second, int n, bool whole_batch = false);
+  // Objects as a batch starting *first, *second (*second null for one object): up to `n`, and,
+  // with `to_line_end` (a thread cache asks, and keeps what it gets), fresh ones past it up to
+  // the end of their cache line (TakeFromSpansLocked); with `whole_batch`, a parked batch whole
+  // when there is one (more than `n` if n < batch). Returns how many (0 only when the OS refuses
+  // memory).
+  int RemoveRange(void** first, void** second, int n, bool whole_batch = false,
+                  bool to_line_end = true);
+  // Exactly one object, for a caller with no cache to keep the rest of a line in; nullptr when
+  // the OS refuses memory.
+  void* RemoveOne() {
+    void* first;
+    void* second;
+    return RemoveRange(&first, &second, 1, /*whole_batch=*/false, /*to_line_end=*/false) == 0
+               ? nullptr
+               : first;
+  }
   // Takes back a batch of `n` objects starting first, second. `to_back`: they go to the back of
   // their spans' lists, to be handed out after everything else there (ReleaseObjectLocked).
   void InsertRange(void* first, void* second, int n, bool to_back = false);
@@ -100,7 +112,7 @@ class alignas(64) CentralFreeList {
     int count;
     void* cut[kMaxBatch];
   };
-  int TakeFromSpansLocked(Runs& runs, int n);
+  int TakeFromSpansLocked(Runs& runs, int n, bool to_line_end);
   void ChainRuns(const Runs& runs, void** first, void** second);
   // True while the next object to carve starts in the cache line the previous one ends in.
   static bool InsideCarvedLine(const Span* span) {

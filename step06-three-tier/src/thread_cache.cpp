@@ -18,13 +18,12 @@ constexpr std::uint8_t kMaxOverages = 3;
 // Without a thread cache (thread exiting, or the OS refused memory for one): go to the central
 // cache one object at a time.
 void* AllocateUncached(std::uint32_t cl) {
-  void* first;
-  void* second;
-  if (G().central[cl].RemoveRange(&first, &second, 1) == 0) {
+  void* object = G().central[cl].RemoveOne();
+  if (object == nullptr) {
     errno = ENOMEM;
     return nullptr;
   }
-  return HandOut(first, cl);
+  return HandOut(object, cl);
 }
 
 // `ptr` is already checked and marked free. `to_back`: another thread's object, most likely
@@ -318,7 +317,7 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
     // uncached.
     const bool parked = G().central[cl].ParkedBatches() > 0;
     if (!Reserve(cl, parked && want < batch ? batch : want)) {
-      return G().central[cl].RemoveRange(&first, &second, 1) == 0 ? nullptr : first;
+      return G().central[cl].RemoveOne();
     }
     whole_batch = (std::size_t{1} << logs_[cl]) >= batch;
   }

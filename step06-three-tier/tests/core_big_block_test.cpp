@@ -624,6 +624,7 @@ void UseTheAllocatorWithNoKeyLeft() {
   while (pthread_key_create(&key, ForeignKeyDestructor) == 0)
     ++created;
   if (created == 0) std::_Exit(20);
+  const std::size_t in_use_before = tierpool::GetStats().bytes_in_use;
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([] {
@@ -638,6 +639,9 @@ void UseTheAllocatorWithNoKeyLeft() {
     t.join();
   if (foreign_destructor_calls.load() != 0) std::_Exit(21);
   if (tierpool::GetStats().thread_caches != 0) std::_Exit(22);
+  // Every block was freed: none may be left counted in use (an uncached allocation that took
+  // more objects from its central list than the one it handed out lost the others).
+  if (tierpool::GetStats().bytes_in_use != in_use_before) std::_Exit(23);
   std::_Exit(0);
 }
 
@@ -645,7 +649,8 @@ TEST(CoreBigBlockDeathTest, NoPthreadKeyLeftMeansNoThreadCachesNotSomeoneElsesKe
   if (core_test::UnderValgrind()) GTEST_SKIP() << "a re-run of the binary under valgrind";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(UseTheAllocatorWithNoKeyLeft(), testing::ExitedWithCode(0), "")
-      << "20: no key could be made, 21: a foreign key's destructor got a value, 22: caches made";
+      << "20: no key could be made, 21: a foreign key's destructor got a value, 22: caches made, "
+         "23: blocks lost";
 }
 
 }  // namespace

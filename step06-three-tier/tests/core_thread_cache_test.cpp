@@ -412,6 +412,32 @@ TEST(CentralSpans, OnlyBatchesParkedForAWholePeriodAreDrained) {
   EXPECT_EQ(failure, "");
 }
 
+// An allocation without a thread cache (the thread's cache is gone, or no pthread key was left
+// for one) takes exactly one object: carving fresh objects up to the end of a cache line is for
+// a thread cache, which keeps the rest. Taken for a caller that keeps none, the rest were lost,
+// counted out of the central list for good (their span never went back to the page heap).
+TEST(CentralSpans, AnUncachedAllocationTakesExactlyOneObject) {
+  constexpr std::size_t kSize = 80;  // not a multiple of a line: most objects end inside one
+  tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(kSize));  // the allocator set up
+  const std::uint32_t cl = static_cast<std::uint32_t>(SizeToClass(kSize));
+  ASSERT_NE(ClassSize(cl) % kCacheLineSize, 0u);
+  CentralFreeList& central = G().central[cl];
+  // More than two spans' worth: whatever the list held before, most of these are carved.
+  const int count = 2 * static_cast<int>(kClasses[cl].objects) + 8;
+  std::vector<void*> taken;
+  for (int i = 0; i < count; ++i) {
+    const std::size_t out_before = central.OutObjects();
+    void* object = central.RemoveOne();
+    ASSERT_NE(object, nullptr);
+    ASSERT_EQ(central.OutObjects(), out_before + 1) << "object " << i << " took others along";
+    taken.push_back(object);
+  }
+  for (void* object : taken) {
+    StoreNext(object, nullptr);
+    central.InsertRange(object, nullptr, 1);
+  }
+}
+
 // Allocates twice `budget` bytes of `size`-byte objects, then frees them all, in order.
 void ChurnTwiceTheBudget(std::size_t size, std::int64_t budget) {
   std::vector<void*> live(static_cast<std::size_t>(2 * budget) / size);
