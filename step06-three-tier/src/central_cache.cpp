@@ -297,15 +297,17 @@ void CentralFreeList::ReadBatch(void* first, void* second, int n, ReadObjects& o
   }
   for (int i = 0; i < out.count; ++i) {
     void* object = out.objects[i];
-    Span* span = page_map_->Get(reinterpret_cast<std::uintptr_t>(object) >> kPageShift);
-    if (TIERPOOL_UNLIKELY(span->size_class != size_class_)) {
+    if (TIERPOOL_UNLIKELY(page_map_->ClassOf(object) != size_class_)) {
       // A sized free with a wrong size (undefined behaviour the hardened build reports) put it
       // on this class's lists. It goes back to its own class, so that no span ever holds
-      // objects of two classes, and that class's counts, not ours, take it back.
+      // objects of two classes, and that class's counts, not ours, take it back. The page
+      // map's class decides, not the span's record: a large block's record may still name the
+      // class its pages had in a span before (the page heap reuses records), its pages none.
       StoreNext(object, *strays);
       *strays = object;
       continue;
     }
+    Span* span = page_map_->Get(reinterpret_cast<std::uintptr_t>(object) >> kPageShift);
     __builtin_prefetch(span, 1);
     out.objects[out.kept] = object;
     out.spans[out.kept++] = span;

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -558,6 +559,59 @@ TEST(CoreBigBlock, ALargeBlockFreedWithASmallSizeIsNotLost) {
   void* again = tierpool_malloc(kMiB);  // its pages serve the next large block
   EXPECT_NE(again, nullptr);
   tierpool_free(again);
+}
+
+// The same, where the large block's span was a span of that very class before: the page heap
+// keeps a span's record when its pages are handed out again, so the record of a large block
+// still names the class its pages had. Taken at its word, the central list put the large block
+// on its own span lists (its count of objects out wrapped below zero) and handed it and the
+// record's stale objects out again, over blocks in use. What decides is the page map's class of
+// the page, which a large block's pages do not have.
+TEST(CoreBigBlock, ALargeBlockOnPagesOfTheWrongSizesClassIsNotTakenForOne) {
+  constexpr std::size_t kSmall = 40 * 1024;  // over the thread cache: frees go to the spans
+  tierpool_thread_flush();
+  tierpool_release_free_memory();
+  const tierpool::Stats before = tierpool::GetStats();
+  std::vector<void*> smalls;
+  for (int i = 0; i < 16; ++i)
+    smalls.push_back(tierpool_malloc(kSmall));
+  std::vector<void*> larges;
+  for (void* p : smalls)
+    tierpool_free(p);  // their spans empty and go back to the page heap, merged
+  // A large block on the pages of one of those spans (the page heap serves the lowest fit).
+  void* big = nullptr;
+  for (int i = 0; i < 16 && big == nullptr; ++i) {
+    void* p = tierpool_malloc(300000);
+    ASSERT_NE(p, nullptr);
+    if (std::find(smalls.begin(), smalls.end(), p) != smalls.end()) {
+      big = p;
+    } else {
+      larges.push_back(p);
+    }
+  }
+  for (void* p : larges)
+    tierpool_free(p);
+  if (big == nullptr) GTEST_SKIP() << "no large block started where a 40 KiB span had";
+  tierpool_free_sized(big, kSmall);  // wrong: it is a 300 000-byte block
+  tierpool_thread_flush();
+  EXPECT_EQ(tierpool::GetStats().large_bytes_in_use, before.large_bytes_in_use)
+      << "the large block is still counted in use";
+  std::vector<char*> blocks;
+  for (int i = 0; i < 8; ++i) {
+    blocks.push_back(static_cast<char*>(tierpool_malloc(kSmall)));
+    ASSERT_NE(blocks.back(), nullptr);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  for (std::size_t i = 1; i < blocks.size(); ++i)
+    EXPECT_GE(blocks[i] - blocks[i - 1], static_cast<std::ptrdiff_t>(kSmall)) << "blocks overlap";
+  for (char* q : blocks)
+    tierpool_free(q);
+  tierpool_release_free_memory();
+  const tierpool::Stats after = tierpool::GetStats();
+  EXPECT_EQ(after.large_bytes_in_use, before.large_bytes_in_use);
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  EXPECT_EQ(after.central_cache_bytes, 0u);
+  EXPECT_EQ(after.spans_in_use, before.spans_in_use);
 }
 #endif
 
