@@ -56,6 +56,9 @@ class alignas(64) CentralFreeList {
   // memory).
   int RemoveRange(void** first, void** second, int n, bool whole_batch = false,
                   bool to_line_end = true);
+  // The most objects RemoveRange hands out at once: a batch, and fresh objects past it up to the
+  // end of their cache line.
+  static constexpr int kMaxRemoved = kMaxBatch + static_cast<int>(kCacheLineSize / sizeof(void*));
   // Exactly one object, for a caller with no cache to keep the rest of a line in; nullptr when
   // the OS refuses memory.
   void* RemoveOne() {

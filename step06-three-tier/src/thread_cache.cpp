@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 
 #include "allocator.h"
 #include "os.h"
@@ -330,7 +331,20 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   }
   if (static_cast<std::uint32_t>(got) > limit) Grow(cl, static_cast<std::uint32_t>(got));
   if constexpr (kSlotArrays) {
-    SpreadBatch(cl, first, second, got);
+    if (static_cast<std::size_t>(got) > (std::size_t{1} << logs_[cl])) {
+      // More than the chunk holds (fresh objects carved on to their line's end, and the OS
+      // refused the bigger chunk Grow asked for): the ones handed out last go back, one at a
+      // time. Written past the chunk, they would land in another list's array.
+      void* spread[CentralFreeList::kMaxRemoved];
+      SpreadBatchTo(spread, cl, first, second, got);
+      const int extra = got - (1 << logs_[cl]);
+      for (int i = 0; i < extra; ++i)
+        FreeUncached(spread[i], cl);
+      std::memcpy(tops_[cl], spread + extra, sizeof(void*) * static_cast<std::size_t>(got - extra));
+      set_top(cl, tops_[cl] + (got - extra));
+    } else {
+      SpreadBatch(cl, first, second, got);
+    }
     set_top(cl, tops_[cl] - 1);
     void* ptr = *tops_[cl];
     if constexpr (kToolsSearchLeaks) *tops_[cl] = nullptr;
@@ -355,8 +369,13 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
 // last, then the node), the first on top. Each node is read once, its link first, and the node
 // after the next is prefetched (a chain of kAhead 2 names it).
 void ThreadCache::SpreadBatch(std::uint32_t cl, void* first, void* second, int n) {
+  SpreadBatchTo(tops_[cl], cl, first, second, n);
+  set_top(cl, tops_[cl] + n);
+}
+
+void ThreadCache::SpreadBatchTo(void** bottom, std::uint32_t cl, void* first, void* second,
+                                int n) const {
   const auto cap = static_cast<std::uintptr_t>(caps_[cl]);
-  void** const bottom = tops_[cl];
   void** slot = bottom + n;  // one past where the first object goes
   void* cursor[2] = {first, second};
   for (std::size_t k = 0; slot > bottom; ++k) {
@@ -371,7 +390,6 @@ void ThreadCache::SpreadBatch(std::uint32_t cl, void* first, void* second, int n
     if constexpr (kHardened) StoreNext(node, nullptr);  // an array's mark (PopTop checks it)
     *--slot = node;
   }
-  set_top(cl, bottom + n);
 }
 
 void ThreadCache::MakeRoom(std::uint32_t cl) {

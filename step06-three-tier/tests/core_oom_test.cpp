@@ -9,9 +9,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
+#include "allocator.h"
 #include "core_test_util.h"
 #include "os.h"
 #include "tierpool/tierpool.h"
@@ -52,6 +54,65 @@ TEST(CoreOom, AThreadWhoseArraysCannotBeMappedIsServedWithoutThem) {
   }
   for (void* p : again)
     tierpool_free(p);
+}
+
+// A refill takes fresh objects on to the end of their cache line, past what it asked for, and
+// grows its list's chunk for them; when the OS refuses the bigger chunk, what the chunk cannot
+// hold goes back. Written past the chunk, it landed in the array of the list whose chunk came
+// next in the arena, whose pops then handed out objects of the wrong class. Staged in a cache of
+// the test's own: the 8-byte list takes the arena's whole first region, the 16-byte list its
+// freed 32-slot chunk, so that the 24-byte list (whose objects end inside lines) cannot grow
+// from 16 slots; its refill of 16 then starts inside a line (an uncached allocation carved one
+// object just before) and carves on to the line's end. Exit codes: see the test.
+void RefillPastARefusedChunk() {
+  using namespace tierpool::internal;
+  const auto c = static_cast<std::uint32_t>(SizeToClass(8));
+  const auto d = static_cast<std::uint32_t>(SizeToClass(16));
+  const auto e = static_cast<std::uint32_t>(SizeToClass(24));
+  for (const std::size_t size : {8, 16, 24})  // spans for all three before memory runs out
+    tierpool_free(tierpool_malloc(size));
+  std::vector<void*> held;
+  held.reserve(100000);
+  auto tc = std::make_unique<ThreadCache>();
+  tc->Init(16 << 20);
+  SetMapFailureAfter(1);  // the cache's first arena region, then nothing
+  while (tc->max_length(c) < 4096 || tc->length(c) > 0) {  // its chunks fill the region
+    held.push_back(AllocateClass(tc.get(), c));
+    if (held.back() == nullptr) _exit(10);
+  }
+  while (tc->max_length(d) < 20 || tc->length(d) > 0) {  // takes the freed 32-slot chunk
+    held.push_back(AllocateClass(tc.get(), d));
+    if (held.back() == nullptr) _exit(11);
+  }
+  for (int i = 0; i < 5; ++i)  // 5 of the 16-byte list's 20 stay cached
+    held.push_back(AllocateClass(tc.get(), d));
+  while (tc->max_length(e) < 15 || tc->length(e) > 0) {
+    held.push_back(AllocateClass(tc.get(), e));
+    if (held.back() == nullptr) _exit(12);
+  }
+  void* one = G().central[e].RemoveOne();  // the next carve starts inside a line
+  if (one == nullptr) _exit(13);
+  held.push_back(AllocateClass(tc.get(), e));  // the refill of 16, and more to the line's end
+  // Every object the 16-byte list hands out must be a 16-byte one.
+  while (tc->length(d) > 0) {
+    void* p = AllocateClass(tc.get(), d);
+    if (page_map.ClassOf(p) != d) _exit(20);
+    held.push_back(p);
+  }
+  SetMapFailureAfter(-1);
+  tc->ReleaseAll();
+  tc->RetireArrays();
+  for (void* p : held)
+    tierpool_free(p);
+  tierpool_free(one);
+  _exit(0);
+}
+
+TEST(CoreOomDeathTest, ARefillPastAChunkTheOsRefusedKeepsToItsChunk) {
+  if (core_test::UnderValgrind()) GTEST_SKIP() << "a re-run of the binary under valgrind";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: every list untouched
+  EXPECT_EXIT(RefillPastARefusedChunk(), testing::ExitedWithCode(0), "")
+      << "10-13: the staging, 20: a list handed out an object of another class";
 }
 
 TEST(CoreOom, InjectedMapFailureGivesNullAndEnomemThenRecovers) {
