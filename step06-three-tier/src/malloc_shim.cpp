@@ -7,6 +7,7 @@
 // malloc before any constructor of ours has run, and the allocator initializes itself on first use.
 #include <errno.h>  // program_invocation_short_name
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -70,6 +71,40 @@ TIERPOOL_SHIM size_t malloc_usable_size(void* ptr) noexcept {
 TIERPOOL_SHIM int malloc_trim(size_t pad) noexcept {
   (void)pad;
   return tierpool_release_free_memory() > 0 ? 1 : 0;
+}
+
+// glibc's statistics, from this allocator's counters: glibc's own would describe the heap the
+// program no longer uses (all zero). `arena` is what is mapped for blocks, `uordblks` what the
+// program holds, `fordblks` the rest of it (free in the caches, the central lists and the page
+// heap, backed or given back), `fsmblks` the part of that waiting in the caches and the central
+// lists, `keepcost` the free pages still backed, which malloc_trim gives back. glibc's other
+// fields (its chunk counts, its mmapped blocks) have no counterpart here: 0.
+TIERPOOL_SHIM struct mallinfo2 mallinfo2() noexcept {
+  tierpool_stats stats;
+  tierpool_get_stats(&stats);
+  struct mallinfo2 info = {};
+  info.arena = stats.mapped_bytes;
+  info.uordblks = stats.bytes_in_use;
+  info.fordblks =
+      stats.mapped_bytes > stats.bytes_in_use ? stats.mapped_bytes - stats.bytes_in_use : 0;
+  info.fsmblks = stats.thread_cache_bytes + stats.central_cache_bytes;
+  info.keepcost = stats.page_heap_free_bytes;
+  return info;
+}
+
+// The same in glibc's older struct of ints, each figure capped at INT_MAX where it is more.
+TIERPOOL_SHIM struct mallinfo mallinfo() noexcept {
+  const struct mallinfo2 wide = mallinfo2();
+  const auto narrow = [](std::size_t bytes) {
+    return bytes > static_cast<std::size_t>(INT_MAX) ? INT_MAX : static_cast<int>(bytes);
+  };
+  struct mallinfo info = {};
+  info.arena = narrow(wide.arena);
+  info.uordblks = narrow(wide.uordblks);
+  info.fordblks = narrow(wide.fordblks);
+  info.fsmblks = narrow(wide.fsmblks);
+  info.keepcost = narrow(wide.keepcost);
+  return info;
 }
 
 // Old names glibc still exports: binaries built long ago call cfree, and code that once hooked

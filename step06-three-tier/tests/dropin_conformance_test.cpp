@@ -242,6 +242,30 @@ TEST(DropinIdentity, LibcAndLibstdcxxAllocateFromTierpool) {
   EXPECT_TRUE(Owns(p));
   free(p);
 }
+
+// glibc's statistics describe the heap in use: with malloc replaced, tierpool's (glibc's own
+// mallinfo2 would report an untouched heap, every field 0). 8 MiB held show in `uordblks`, and
+// leave it when freed; what is mapped is what is held and what is free.
+TEST(DropinIdentity, MallinfoDescribesTierpoolsHeap) {
+  constexpr std::size_t kBlocks = 2048, kSize = 4096;
+  const struct mallinfo2 before = mallinfo2();
+  std::vector<void*> blocks;
+  for (std::size_t i = 0; i < kBlocks; ++i)
+    blocks.push_back(malloc(kSize));
+  const struct mallinfo2 held = mallinfo2();
+  EXPECT_GE(held.uordblks, before.uordblks + kBlocks * kSize);
+  EXPECT_EQ(held.arena, held.uordblks + held.fordblks);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // glibc's old form, still called
+  const struct mallinfo narrow = mallinfo();
+#pragma GCC diagnostic pop
+  EXPECT_GE(static_cast<std::size_t>(narrow.uordblks), kBlocks * kSize);
+  for (void* p : blocks)
+    free(p);
+  const struct mallinfo2 after = mallinfo2();
+  EXPECT_LE(after.uordblks + kBlocks * kSize, held.uordblks);
+  EXPECT_EQ(after.arena, after.uordblks + after.fordblks);
+}
 #endif
 
 // --- malloc / free -------------------------------------------------------------------------------
