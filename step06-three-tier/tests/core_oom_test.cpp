@@ -104,7 +104,8 @@ void RefillPastARefusedChunk() {
   tc->RetireArrays();
   for (void* p : held)
     tierpool_free(p);
-  tierpool_free(one);
+  StoreNext(one, nullptr);  // never handed out to a user: back the way it came
+  G().central[e].InsertRange(one, nullptr, 1);
   _exit(0);
 }
 
