@@ -331,17 +331,17 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   }
   if (static_cast<std::uint32_t>(got) > limit) Grow(cl, static_cast<std::uint32_t>(got));
   if constexpr (kSlotArrays) {
-    if (static_cast<std::size_t>(got) > (std::size_t{1} << logs_[cl])) {
+    const int room = 1 << logs_[cl];  // the array is empty: its whole chunk
+    if (got > room) {
       // More than the chunk holds (fresh objects carved on to their line's end, and the OS
       // refused the bigger chunk Grow asked for): the ones handed out last go back, one at a
       // time. Written past the chunk, they would land in another list's array.
       void* spread[CentralFreeList::kMaxRemoved];
       SpreadBatchTo(spread, cl, first, second, got);
-      const int extra = got - (1 << logs_[cl]);
-      for (int i = 0; i < extra; ++i)
+      for (int i = 0; i < got - room; ++i)
         FreeUncached(spread[i], cl);
-      std::memcpy(tops_[cl], spread + extra, sizeof(void*) * static_cast<std::size_t>(got - extra));
-      set_top(cl, tops_[cl] + (got - extra));
+      std::memcpy(tops_[cl], spread + (got - room), sizeof(void*) * static_cast<std::size_t>(room));
+      set_top(cl, tops_[cl] + room);
     } else {
       SpreadBatch(cl, first, second, got);
     }

@@ -243,6 +243,7 @@ class ThreadCache {
   void SetArray(std::uint32_t cl, void** chunk, std::uint8_t log, std::size_t length);
   // The objects of a batch from the central cache onto array `cl`, its first object on top.
   void SpreadBatch(std::uint32_t cl, void* first, void* second, int n);
+  // The same into bottom[0..n), bottom[n - 1] the first (a refill its chunk cannot hold).
   void SpreadBatchTo(void** bottom, std::uint32_t cl, void* first, void* second, int n) const;
   // Raises the limit of `cl` towards `max` as far as the budget allows, lowering other lists'
   // limits for it if need be (Steal). The limit it got.

@@ -245,7 +245,8 @@ TEST(DropinIdentity, LibcAndLibstdcxxAllocateFromTierpool) {
 
 // glibc's statistics describe the heap in use: with malloc replaced, tierpool's (glibc's own
 // mallinfo2 would report an untouched heap, every field 0). 8 MiB held show in `uordblks`, and
-// leave it when freed; what is mapped is what is held and what is free.
+// leave it when freed; the free memory in the caches and the backed free pages are part of what
+// is free (`fordblks`).
 TEST(DropinIdentity, MallinfoDescribesTierpoolsHeap) {
   constexpr std::size_t kBlocks = 2048, kSize = 4096;
   const struct mallinfo2 before = mallinfo2();
@@ -254,7 +255,7 @@ TEST(DropinIdentity, MallinfoDescribesTierpoolsHeap) {
     blocks.push_back(malloc(kSize));
   const struct mallinfo2 held = mallinfo2();
   EXPECT_GE(held.uordblks, before.uordblks + kBlocks * kSize);
-  EXPECT_EQ(held.arena, held.uordblks + held.fordblks);
+  EXPECT_GE(held.arena, held.uordblks);
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // glibc's old form, still called
   const struct mallinfo narrow = mallinfo();
@@ -264,7 +265,7 @@ TEST(DropinIdentity, MallinfoDescribesTierpoolsHeap) {
     free(p);
   const struct mallinfo2 after = mallinfo2();
   EXPECT_LE(after.uordblks + kBlocks * kSize, held.uordblks);
-  EXPECT_EQ(after.arena, after.uordblks + after.fordblks);
+  EXPECT_LE(after.fsmblks + after.keepcost, after.fordblks);
 }
 #endif
 
