@@ -14,6 +14,8 @@ namespace tierpool::TIERPOOL_INTERNAL_NS {
 namespace {
 
 std::atomic<long> map_failure_after{-1};
+// Whether OsMovePages ever moved pages: from then on, released ranges are mapped anew.
+std::atomic<bool> pages_moved{false};
 
 bool InjectedFailure() {
   long left = map_failure_after.load(std::memory_order_relaxed);
@@ -66,6 +68,9 @@ bool OsRelease(void* start, std::size_t bytes) {
   const int saved_errno = errno;
   const bool released = madvise(start, bytes, MADV_DONTNEED) == 0;
   errno = saved_errno;
+  // Its pages are gone already, so a fresh mapping costs only the kernel's bookkeeping; and where
+  // blocks were moved into the range, it is what ends their mappings apart.
+  if (released && pages_moved.load(std::memory_order_relaxed)) OsMapFresh(start, bytes);
   return released;
 }
 
@@ -74,11 +79,30 @@ bool OsMovePages(void* from, void* to, std::size_t bytes) {
   const int saved_errno = errno;
   void* moved = mremap(from, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to);
   errno = saved_errno;
-  return moved == to;
+  if (moved != to) return false;
+  OsMapFresh(from, bytes);
+  pages_moved.store(true, std::memory_order_relaxed);
+  return true;
 #else
   (void)from, (void)to, (void)bytes;
   return false;
 #endif
+}
+
+void OsMapFresh(void* start, std::size_t bytes) {
+  const int saved_errno = errno;
+  constexpr int kProt = PROT_READ | PROT_WRITE;
+  constexpr int kFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
+  if (mmap(start, bytes, kProt, kFlags, -1, 0) != start) {
+    // Refused (out of mappings, the very limit this guards): the old mapping is still there, its
+    // pages only to be dropped; or, if the kernel unmapped it before it failed, it is mapped once
+    // more. Heap pages that are no longer mapped would fault in whoever gets them next.
+    if (madvise(start, bytes, MADV_DONTNEED) != 0 &&
+        mmap(start, bytes, kProt, kFlags, -1, 0) != start) {
+      Fatal("the OS unmapped heap pages and refused to map them again", start);
+    }
+  }
+  errno = saved_errno;
 }
 
 void OsUnmap(void* start, std::size_t bytes) {

@@ -15,13 +15,22 @@ inline constexpr std::size_t kOsPageSize = 4096;
 // power of two >= 4 KiB); nullptr when the OS refuses (or the test hook says so).
 void* OsMap(std::size_t bytes, std::size_t alignment);
 // Gives the pages back (MADV_DONTNEED): the range stays mapped, reads as zero, costs no RSS.
-// false when the kernel refused (locked pages): then they still hold their data.
+// false when the kernel refused (locked pages): then they still hold their data. Once pages have
+// been moved (OsMovePages), the range is also mapped anew (OsMapFresh).
 bool OsRelease(void* start, std::size_t bytes);
 // Moves the pages of [from, from + bytes) to [to, to + bytes), both inside mappings of ours, by
 // remapping them (mremap with MREMAP_DONTUNMAP): no byte is copied, `to`'s old pages are dropped,
-// and `from` stays mapped and reads as zero, costing no memory. false when the kernel cannot
-// (before Linux 5.7, or out of mappings): then nothing changed and the caller copies.
+// and `from` is mapped anew (OsMapFresh) and reads as zero, costing no memory. false when the
+// kernel cannot (before Linux 5.7, or out of mappings): then nothing changed and the caller
+// copies. [to, to + bytes) is then a mapping of its own (the kernel keeps the offset its pages had
+// where they came from, so it never merges with its neighbours) until its pages are released.
 bool OsMovePages(void* from, void* to, std::size_t bytes);
+// Maps [start, start + bytes) anew over what was there (mmap with MAP_FIXED): its pages are
+// dropped, as by OsRelease, and the range is an ordinary anonymous mapping again, which the kernel
+// merges with the ones beside it. Each move would otherwise leave up to three mappings behind it,
+// for good: a heap that moved blocks for hours could reach the kernel's limit on mappings
+// (vm.max_map_count, 65 530), where every mmap and mremap fails.
+void OsMapFresh(void* start, std::size_t bytes);
 // Unmaps memory: a lost race to install a page-map leaf, or whole free regions given back.
 void OsUnmap(void* start, std::size_t bytes);
 // Milliseconds of a coarse monotonic clock (a vDSO read, no system call).
