@@ -96,9 +96,12 @@ void* AlignedAllocate(std::size_t size, std::size_t alignment) {
     return Allocate(size);  // every class is 8-aligned
   if (size <= kMaxSmallSize && alignment <= kPageSize) {
     // Spans start on a page boundary, so a class whose size is a multiple of the alignment
-    // has every object aligned. The first such class at or above the size:
-    for (std::uint32_t cl = SizeToClass(size); cl < kNumClasses; ++cl) {
-      if (ClassSize(cl) % alignment == 0) return AllocateClass(tls_cache, cl);
+    // has every object aligned. The first such class at or above the size: none is below the
+    // alignment's own class, and a mask, not a division, tests each (a `div` a class was most of
+    // this function's time in a churn of 16- to 4096-aligned blocks).
+    for (std::uint32_t cl = SizeToClass(size > alignment ? size : alignment); cl < kNumClasses;
+         ++cl) {
+      if ((ClassSize(cl) & (alignment - 1)) == 0) return AllocateClass(tls_cache, cl);
     }
   }
   return AllocateLarge(size, alignment > kPageSize ? alignment : kPageSize);

@@ -137,6 +137,29 @@ TEST(CoreApi, AlignedAllocationForEveryPowerOfTwo) {
   }
 }
 
+// A small aligned block wastes no more than it must: it takes the smallest class at or above its
+// size whose size is a multiple of the alignment (spans start on page boundaries, so all of such
+// a class's objects are aligned), found here by trying every class from the size's own up.
+TEST(CoreApi, ASmallAlignedBlockTakesTheFirstClassItsAlignmentDivides) {
+  for (std::size_t alignment = 16; alignment <= tierpool::internal::kPageSize; alignment *= 2) {
+    for (std::size_t size = 1; size <= kMaxSmallSize; size += size / 8 + 7) {
+      std::uint32_t expected = 0;
+      for (std::uint32_t cl = 1; cl < kNumClasses && expected == 0; ++cl) {
+        if (kClasses[cl].size >= size && kClasses[cl].size % alignment == 0) expected = cl;
+      }
+      void* p = tierpool::ConcurrentAlignedAlloc(size, alignment);
+      ASSERT_NE(p, nullptr) << alignment << " " << size;
+      ASSERT_TRUE(Aligned(p, alignment)) << alignment << " " << size;
+      if (expected != 0) {
+        EXPECT_EQ(tierpool_usable_size(p), kClasses[expected].size) << alignment << " " << size;
+      } else {
+        EXPECT_GE(tierpool_usable_size(p), size) << alignment << " " << size;
+      }
+      tierpool_free(p);
+    }
+  }
+}
+
 TEST(CoreApi, AlignmentBeyondTheAddressSpaceIsEnomem) {
   for (int shift : {47, 50, 63}) {
     errno = 0;
