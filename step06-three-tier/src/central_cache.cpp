@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "memory_tools.h"
+#include "os.h"
 #include "page_heap.h"
 #include "page_map.h"
 
@@ -68,9 +69,13 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_
   while (got == 0) {
     // No span has objects left: get one from the page heap without holding our lock (the page
     // heap may map memory), then try again (another thread may have refilled us meanwhile).
+    // Meanwhile the span is in neither tier: counted in `growing_`, for a fork to wait for.
+    growing_.fetch_add(1, std::memory_order_relaxed);
     lock_.Unlock();
+    BetweenTiers(Move::kSpanToCentral);
     Span* span = NewSpan();
     lock_.Lock();
+    growing_.fetch_sub(1, std::memory_order_relaxed);
     if (span == nullptr) break;
     spans_.PushFront(span);
     span->in_central_list = true;
@@ -134,7 +139,6 @@ bool CentralFreeList::DrainIfIdle(bool all) {
   const int used = used_slots_.load(std::memory_order_relaxed);
   const int idle = all ? used : std::min(slots_low_, used);
   if (idle > 0) {
-    draining_.fetch_add(1, std::memory_order_relaxed);
     ReadObjects read;
     for (int i = 0; i < idle; ++i) {
       Unpark();
@@ -146,10 +150,8 @@ bool CentralFreeList::DrainIfIdle(bool all) {
     used_slots_.store(used - idle, std::memory_order_relaxed);
   }
   slots_low_ = used - idle;
-  lock_.Unlock();
-  ReturnSpans(emptied, true);
+  UnlockAndReturnSpans(emptied, true);
   ReturnStrays(strays);
-  if (idle > 0) draining_.fetch_sub(1, std::memory_order_release);
   return idle > 0;
 }
 
@@ -341,8 +343,7 @@ void CentralFreeList::ReleaseToSpans(void* first, void* second, int n, bool to_b
   Span* emptied = nullptr;
   lock_.Lock();
   ReleaseReadLocked(read, /*parked=*/false, &emptied, to_back);
-  lock_.Unlock();
-  ReturnSpans(emptied, false);
+  UnlockAndReturnSpans(emptied, false);
   ReturnStrays(strays);
 }
 
@@ -419,6 +420,20 @@ void CentralFreeList::ReturnLargeStray(void* object) {
   if (span == nullptr || span->state != SpanState::kLarge || span->start() != object) return;
   page_heap_->AccountLarge(-static_cast<std::ptrdiff_t>(span->bytes()));
   page_heap_->Delete(span);
+}
+
+// Lock held: drops it and gives the emptied spans to the page heap, counted in `returning_` from
+// before the lock drops to after the page heap has them all.
+void CentralFreeList::UnlockAndReturnSpans(Span* emptied, bool long_idle) {
+  if (emptied == nullptr) {
+    lock_.Unlock();
+    return;
+  }
+  returning_.fetch_add(1, std::memory_order_relaxed);
+  lock_.Unlock();
+  BetweenTiers(Move::kSpansToPageHeap);
+  ReturnSpans(emptied, long_idle);
+  returning_.fetch_sub(1, std::memory_order_release);
 }
 
 void CentralFreeList::ReturnSpans(Span* emptied, bool long_idle) {

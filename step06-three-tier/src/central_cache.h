@@ -86,10 +86,16 @@ class alignas(64) CentralFreeList {
   // Batches that stayed parked since the previous call (`all`: every batch) go back to their
   // spans: free objects parked here pin their spans' memory. True if it drained any.
   bool DrainIfIdle(bool all = false);
-  // Drains on their way to the page heap, after their list's lock: tierpool_release_free_memory
-  // waits for them, so that what it promises gone is gone. A fork's child has none.
-  static int Draining() { return draining_.load(std::memory_order_acquire); }
-  static void AfterForkChild() { draining_.store(0, std::memory_order_relaxed); }
+  // Calls giving emptied spans to the page heap, after their list's lock: in no list of either
+  // tier meanwhile. tierpool_release_free_memory waits for them, so that what it promises gone is
+  // gone, and so does a fork once it holds every list's lock (ForkPrepare), or the child would
+  // count their spans in use for good; they need no list's lock to finish. A child has none.
+  static int Returning() { return returning_.load(std::memory_order_acquire); }
+  // Lists asking the page heap for a span right now, their lock let go meanwhile (RemoveRange):
+  // counted under the list's lock, so with every list's lock held (ForkPrepare) it is exact, and
+  // a fork that finds one lets the locks go for it to finish.
+  static int Growing() { return growing_.load(std::memory_order_relaxed); }
+  static void AfterForkChild() { returning_.store(0, std::memory_order_relaxed); }
 
   // Objects free in this tier (slots, span lists, never-carved tails) and handed out of it.
   std::size_t FreeObjects() const { return free_objects_.load(std::memory_order_relaxed); }
@@ -147,6 +153,7 @@ class alignas(64) CentralFreeList {
   bool Park();
   void Unpark();
   Span* NewSpan();
+  void UnlockAndReturnSpans(Span* emptied, bool long_idle);
   void ReturnSpans(Span* emptied, bool long_idle);  // long_idle: FreedPages::kIdle
 
   SpinLock lock_;
@@ -164,7 +171,8 @@ class alignas(64) CentralFreeList {
   static inline Batch (*all_slots_)[kMaxTransferSlots] = nullptr;
   static inline std::atomic<std::uint64_t> in_use_[(kNumClasses + 63) / 64] = {};
   static inline std::atomic<std::size_t> parked_bytes_{0};  // in the slots of every class
-  static inline std::atomic<int> draining_{0};
+  static inline std::atomic<int> returning_{0};
+  static inline std::atomic<int> growing_{0};
   std::atomic<std::size_t> free_objects_{0};
   std::atomic<std::size_t> out_objects_{0};
 };

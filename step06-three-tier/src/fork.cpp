@@ -2,6 +2,8 @@
 // forks its own way (tierpool_fork_prepare/parent/child). Prepare takes every lock of the
 // allocator, so that no other thread is mid-update when the address space is copied; the parent
 // lets them go, and the child, where only the forking thread lives on, resets them.
+#include <sched.h>
+
 #include "allocator.h"
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
@@ -27,14 +29,32 @@ void AfterRegistryInReverse(void (SpinLock::*op)()) {
 
 // Every lock, always in this order: registry, central lists by class, page heap, span pool,
 // cache pool, metadata arena, spare array regions. No code path takes them in another order.
+// What moves between two tiers with no lock held is waited for where it can finish: a cache
+// being taken apart (it needs the central lists and, at its end, the registry), a span on its way
+// from the page heap to a central list (it needs its list's lock back), and spans on their way
+// from a central list to the page heap (they need the page heap alone). In the child they would
+// be in no list, counted in use for good.
 // [snippet:fork-prepare]
 void ForkPrepare() {
   EnsureInit();
   Globals& g = G();
   g.registry_lock.Lock();
+  while (g.caches_deleting != 0) {
+    g.registry_lock.Unlock();
+    sched_yield();
+    g.registry_lock.Lock();
+  }
   forked_with_threads = g.thread_caches > 1 || ReleaseThreadRunning();
-  for (std::uint32_t cl = 1; cl < kNumClasses; ++cl)
-    g.central[cl].lock().Lock();
+  for (;;) {
+    for (std::uint32_t cl = 1; cl < kNumClasses; ++cl)
+      g.central[cl].lock().Lock();
+    if (CentralFreeList::Growing() == 0) break;
+    for (std::uint32_t cl = kNumClasses; cl-- > 1;)
+      g.central[cl].lock().Unlock();
+    sched_yield();
+  }
+  while (CentralFreeList::Returning() != 0)
+    sched_yield();
   g.page_heap.lock().Lock();
   g.span_pool.lock().Lock();
   g.cache_pool.lock().Lock();

@@ -16,6 +16,7 @@ namespace {
 std::atomic<long> map_failure_after{-1};
 // Whether OsMovePages ever moved pages: from then on, released ranges are mapped anew.
 std::atomic<bool> pages_moved{false};
+std::atomic<void (*)(Move)> between_tiers_hook{nullptr};
 
 bool InjectedFailure() {
   long left = map_failure_after.load(std::memory_order_relaxed);
@@ -145,6 +146,14 @@ void Fatal(const char* what, const void* pointer) {
 
 void SetMapFailureAfter(long successes) {
   map_failure_after.store(successes, std::memory_order_relaxed);
+}
+
+void SetBetweenTiersHook(void (*hook)(Move)) {
+  between_tiers_hook.store(hook, std::memory_order_relaxed);
+}
+
+void BetweenTiers(Move move) {
+  if (void (*hook)(Move) = between_tiers_hook.load(std::memory_order_relaxed)) hook(move);
 }
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS

@@ -40,5 +40,10 @@ std::uint64_t NowMs();
 
 // Test hook: after `successes` more successful maps, every map fails until reset with -1.
 void SetMapFailureAfter(long successes);
+// Test hook: `hook` (nullptr: none) runs at BetweenTiers, where memory moves from one tier to
+// another with no lock held and a fork waits for it, so that a test can fork just then.
+enum class Move { kSpanToCentral, kSpansToPageHeap, kCacheApart };
+void SetBetweenTiersHook(void (*hook)(Move));
+void BetweenTiers(Move move);
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS

@@ -238,7 +238,7 @@ std::size_t ReleaseFreeMemory() {
   }
   // A look of the clock's (the release thread's) may have taken batches apart before this call
   // did, and still be giving their spans to the page heap.
-  while (CentralFreeList::Draining() != 0)
+  while (CentralFreeList::Returning() != 0)
     sched_yield();
   const PageHeapStats before = g.page_heap.Stats();
   g.page_heap.Trim();

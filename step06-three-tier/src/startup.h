@@ -43,6 +43,10 @@ struct Globals {
   ThreadCache* kept_head = nullptr;
   std::atomic<int> kept_caches{0};         // written under registry_lock, read without it
   std::atomic<std::size_t> kept_bytes{0};  // what they hold; the same
+  // Caches being taken apart (DeleteCache: an exiting thread's, a kept one the clock gave back),
+  // guarded by registry_lock: in no list a fork's child could take them back from, so a fork
+  // waits for them (ForkPrepare).
+  int caches_deleting = 0;
   // Each thread cache's share of kOverallThreadCacheBudget (set by InitSlow); caches read it in
   // their slow paths.
   std::atomic<std::int64_t> thread_budget{0};

@@ -3,6 +3,7 @@
 // the overall byte budget set; and at thread exit, the cache kept for the next thread if it holds
 // little, or everything it holds given back to the central lists.
 #include "allocator.h"
+#include "os.h"
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
 
@@ -27,13 +28,15 @@ enum ThreadState : unsigned char { kNoCache = 0, kCreatingCache = 1, kExited = 2
 __thread unsigned char tls_state TIERPOOL_INITIAL_EXEC = kNoCache;
 
 // A cache out of the registry and gone: its objects back to the central lists, its arrays to the
-// arena's spares.
+// arena's spares. Its caller counted it in caches_deleting, under the registry lock.
 void DeleteCache(ThreadCache* tc) {
+  BetweenTiers(Move::kCacheApart);
   tc->ReleaseAll();
   tc->RetireArrays();
   Globals& g = G();
   {
     SpinLockHolder hold(g.registry_lock);
+    --g.caches_deleting;
     if (tc->registry_prev != nullptr) {
       tc->registry_prev->registry_next = tc->registry_next;
     } else {
@@ -96,6 +99,7 @@ void DestroyThreadCache(void* cache) {
     --g.thread_caches;
     UpdateThreadBudgetLocked(g);
     kept = KeepForNextThreadLocked(g, tc);
+    if (!kept) ++g.caches_deleting;
   }
   if (!kept) DeleteCache(tc);
   // A thread's exit is a moment to look at once: what it gave back may be all there is.
@@ -117,6 +121,7 @@ bool ReleaseKeptCaches(bool all) {
       ThreadCache* tc = *link;
       if (all || tc->kept_seen) {
         UnkeepLocked(g, link, tc);
+        ++g.caches_deleting;
         tc->kept_next = unclaimed;
         unclaimed = tc;
       } else {

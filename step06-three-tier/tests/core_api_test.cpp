@@ -284,31 +284,13 @@ TEST(CoreApi, PrintStatsWritesAReport) {
   EXPECT_NE(std::strstr(text, "released_bytes"), nullptr);
 }
 
-// Forks with the allocator's handlers; the child runs `work`, says so on a pipe and leaves.
-// True if it did and exited normally (a child that hangs is ended by an alarm it set itself).
+// The child of a fork runs `work` and leaves: true if it got to the end and exited normally (a
+// child that hangs is ended by an alarm it set itself).
 bool ChildRan(const auto& work) {
-  int done[2];
-  if (pipe(done) != 0) return false;
-  tierpool_fork_prepare();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    tierpool_fork_child();
+  return core_test::ChildAnswers([&] {
     work();
-    const char ok = 'k';
-    if (write(done[1], &ok, 1) != 1) _exit(2);
-    // Under valgrind the child's exit would run a leak search, and the blocks the parent's
-    // other threads held at the fork have no owner here: leave without one.
-    if (core_test::UnderValgrind()) raise(SIGKILL);
-    _exit(0);
-  }
-  tierpool_fork_parent();
-  close(done[1]);
-  char ok = 0;
-  const bool said = pid > 0 && read(done[0], &ok, 1) == 1 && ok == 'k';
-  close(done[0]);
-  int status = 0;
-  if (pid <= 0 || waitpid(pid, &status, 0) != pid) return false;
-  return said && (core_test::UnderValgrind() || (WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    return true;
+  });
 }
 
 // A cache an exited thread left for the next one is not being changed at the fork (the registry

@@ -1,6 +1,8 @@
 // Helpers shared by the core's tests.
 #pragma once
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -9,12 +11,40 @@
 #include <cstring>
 
 #include "address_space_limit.h"  // common/testing
+#include "tierpool/tierpool.h"
 
 namespace core_test {
 
 inline bool UnderValgrind() {
   const char* v = std::getenv("TIERPOOL_UNDER_VALGRIND");
   return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+// Forks with the allocator's handlers around the fork (as pthread_atfork would call them); the
+// child runs `check`, writes its answer on a pipe and leaves. True if it answered true and exited
+// normally.
+inline bool ChildAnswers(const auto& check) {
+  int answer_pipe[2];
+  if (pipe(answer_pipe) != 0) return false;
+  tierpool_fork_prepare();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    tierpool_fork_child();
+    const char answer = check() ? 'y' : 'n';
+    if (write(answer_pipe[1], &answer, 1) != 1) _exit(2);
+    // Under valgrind the child's exit would run a leak search, and the blocks the parent's
+    // other threads held at the fork have no owner here: leave without one.
+    if (UnderValgrind()) raise(SIGKILL);
+    _exit(0);
+  }
+  tierpool_fork_parent();
+  close(answer_pipe[1]);
+  char answer = 0;
+  const bool said = pid > 0 && read(answer_pipe[0], &answer, 1) == 1 && answer == 'y';
+  close(answer_pipe[0]);
+  int status = 0;
+  if (pid <= 0 || waitpid(pid, &status, 0) != pid) return false;
+  return said && (UnderValgrind() || (WIFEXITED(status) && WEXITSTATUS(status) == 0));
 }
 
 // config.h defines TIERPOOL_ASAN (to 0 outside ASan builds), so its value counts, not whether it

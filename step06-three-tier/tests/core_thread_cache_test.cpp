@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "allocator.h"
+#include "core_test_util.h"
+#include "os.h"
 #include "tierpool/tierpool.h"
 
 namespace {
@@ -843,6 +845,111 @@ TEST(ThreadCacheKept, TheFirstFreeOfAForeignObjectAfterATakeOverIsNotKept) {
     EXPECT_NE(mine, foreign) << "the freed foreign object came straight back";
     tierpool::ConcurrentFree(mine, size);
   }).join();
+}
+
+// --- A fork while memory moves between tiers ----------------------------------------------------
+
+// Set on the thread whose next move of this kind is the moment to fork; `reached` tells the
+// forking thread it is there. The hook then holds that thread there for 200 ms: a fork that does
+// not wait for it forks with the memory between the tiers.
+thread_local bool fork_armed = false;
+std::atomic<Move> fork_at{Move::kSpanToCentral};
+std::atomic<bool> fork_reached{false};
+
+void HoldBetweenTiers(Move move) {
+  if (!fork_armed || move != fork_at.load()) return;
+  fork_armed = false;
+  fork_reached.store(true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
+
+// Runs `move` on a thread of its own, forks when it reaches BetweenTiers for a move of kind
+// `at`, and runs `check` in the child: true if it held there.
+bool ChildSeesWhatAForkMidMoveLeaves(Move at, void (*move)(), bool (*check)()) {
+  fork_reached.store(false);
+  fork_at.store(at);
+  SetBetweenTiersHook(HoldBetweenTiers);
+  std::thread mover([move] {
+    fork_armed = true;
+    move();
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!fork_reached.load() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  EXPECT_TRUE(fork_reached.load()) << "the move never reached BetweenTiers";
+  const bool answer = core_test::ChildAnswers(check);
+  mover.join();
+  SetBetweenTiersHook(nullptr);
+  return answer;
+}
+
+// A span a central list emptied goes to the page heap after the list's lock is dropped. A fork
+// just then used to leave it in the child in neither tier, counted in use for good; the fork now
+// waits for it (ForkPrepare). The child finds the span given back: its pages have no class.
+std::atomic<void*> moved_block{nullptr};
+
+TEST(ThreadCacheFork, AForkWaitsForSpansOnTheirWayToThePageHeap) {
+  tierpool_release_free_memory();
+  EXPECT_TRUE(ChildSeesWhatAForkMidMoveLeaves(
+      Move::kSpansToPageHeap,
+      [] {
+        // 3 000-byte blocks, a span's worth and more, all freed: drained from this thread's cache
+        // through the central list, whose spans empty.
+        std::vector<void*> blocks(64);
+        for (void*& p : blocks)
+          p = tierpool_malloc(3000);
+        moved_block.store(blocks[0]);
+        for (void* p : blocks)
+          tierpool_free(p);
+        tierpool_release_free_memory();
+      },
+      [] { return page_map.ClassOf(moved_block.load()) == 0; }));
+}
+
+// A central list with no objects left asks the page heap for a span with its lock let go (the
+// page heap may map memory). A fork just then used to leave the span in the child in neither
+// tier; the fork now lets the lists' locks go until no list is growing. The class here is one no
+// test has used, so the list's only objects are the new span's.
+std::uint32_t fresh_class = 0;
+void* fresh_block = nullptr;
+
+TEST(ThreadCacheFork, AForkWaitsForASpanOnItsWayToACentralList) {
+  for (std::uint32_t cl = kNumClasses; cl-- > 1 && fresh_class == 0;) {
+    if (!CentralFreeList::InUse(cl)) fresh_class = cl;
+  }
+  if (fresh_class == 0) GTEST_SKIP() << "every class is in use already";
+  EXPECT_TRUE(ChildSeesWhatAForkMidMoveLeaves(
+      // The block stays allocated: freed, its span could go back to the page heap before the
+      // fork, which waits only for the span to reach its list.
+      Move::kSpanToCentral, [] { fresh_block = tierpool_malloc(ClassSize(fresh_class)); },
+      [] {
+        const CentralFreeList& list = G().central[fresh_class];
+        return list.FreeObjects() + list.OutObjects() >= kClasses[fresh_class].objects;
+      }));
+  tierpool_free(fresh_block);
+}
+
+// A cache being taken apart (a thread's at its exit, or one kept for the next thread and given
+// back) is in no list of the registry's while its objects go back to the central lists. A fork
+// just then used to leave them in the child counted in use; the fork now waits for it.
+std::size_t in_use_before_cache = 0;
+
+TEST(ThreadCacheFork, AForkWaitsForACacheBeingTakenApart) {
+  tierpool_release_free_memory();
+  in_use_before_cache = tierpool::GetStats().bytes_in_use;
+  std::thread([] {
+    std::vector<void*> blocks(1000);
+    for (void*& p : blocks)
+      p = tierpool_malloc(1000);
+    for (void* p : blocks)
+      tierpool_free(p);
+  }).join();
+  ASSERT_GE(tierpool::GetStats().thread_cache_bytes, std::size_t{512} * 1024)
+      << "the exited thread's cache, kept for the next";
+  EXPECT_TRUE(ChildSeesWhatAForkMidMoveLeaves(
+      Move::kCacheApart, [] { tierpool_release_free_memory(); },
+      [] { return tierpool::GetStats().bytes_in_use < in_use_before_cache + 256 * 1024; }));
+  tierpool_release_free_memory();
 }
 
 }  // namespace
