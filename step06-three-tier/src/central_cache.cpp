@@ -70,12 +70,16 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_
     // No span has objects left: get one from the page heap without holding our lock (the page
     // heap may map memory), then try again (another thread may have refilled us meanwhile).
     // Meanwhile the span is in neither tier: counted in `growing_`, for a fork to wait for.
-    growing_.fetch_add(1, std::memory_order_relaxed);
-    lock_.Unlock();
-    BetweenTiers(Move::kSpanToCentral);
-    Span* span = NewSpan();
-    lock_.Lock();
-    growing_.fetch_sub(1, std::memory_order_relaxed);
+    Span* span;
+    {
+      ThisThreadMoving moving;
+      growing_.fetch_add(1, std::memory_order_relaxed);
+      lock_.Unlock();
+      BetweenTiers(Move::kSpanToCentral);
+      span = NewSpan();
+      lock_.Lock();
+      growing_.fetch_sub(1, std::memory_order_relaxed);
+    }
     if (span == nullptr) break;
     spans_.PushFront(span);
     span->in_central_list = true;
@@ -429,6 +433,7 @@ void CentralFreeList::UnlockAndReturnSpans(Span* emptied, bool long_idle) {
     lock_.Unlock();
     return;
   }
+  ThisThreadMoving moving;
   returning_.fetch_add(1, std::memory_order_relaxed);
   lock_.Unlock();
   BetweenTiers(Move::kSpansToPageHeap);

@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include "allocator.h"
+#include "os.h"
 
 namespace tierpool::TIERPOOL_INTERNAL_NS {
 
@@ -38,8 +39,10 @@ void AfterRegistryInReverse(void (SpinLock::*op)()) {
 void ForkPrepare() {
   EnsureInit();
   Globals& g = G();
+  // Not for a move this thread is in (a signal handler that forks): it would never end.
+  const bool wait = !ThisThreadMoving::Now();
   g.registry_lock.Lock();
-  while (g.caches_deleting != 0) {
+  while (wait && g.caches_deleting != 0) {
     g.registry_lock.Unlock();
     sched_yield();
     g.registry_lock.Lock();
@@ -48,12 +51,12 @@ void ForkPrepare() {
   for (;;) {
     for (std::uint32_t cl = 1; cl < kNumClasses; ++cl)
       g.central[cl].lock().Lock();
-    if (CentralFreeList::Growing() == 0) break;
+    if (!wait || CentralFreeList::Growing() == 0) break;
     for (std::uint32_t cl = kNumClasses; cl-- > 1;)
       g.central[cl].lock().Unlock();
     sched_yield();
   }
-  while (CentralFreeList::Returning() != 0)
+  while (wait && CentralFreeList::Returning() != 0)
     sched_yield();
   g.page_heap.lock().Lock();
   g.span_pool.lock().Lock();

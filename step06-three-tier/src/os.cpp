@@ -16,6 +16,8 @@ namespace {
 std::atomic<long> map_failure_after{-1};
 // Whether OsMovePages ever moved pages: from then on, released ranges are mapped anew.
 std::atomic<bool> pages_moved{false};
+// Whether a fresh mapping came back resident (see OsMapFresh): then none is made any more.
+std::atomic<bool> fresh_maps_locked{false};
 std::atomic<void (*)(Move)> between_tiers_hook{nullptr};
 
 bool InjectedFailure() {
@@ -91,17 +93,30 @@ bool OsMovePages(void* from, void* to, std::size_t bytes) {
 }
 
 void OsMapFresh(void* start, std::size_t bytes) {
+  if (fresh_maps_locked.load(std::memory_order_relaxed)) return;
   const int saved_errno = errno;
   constexpr int kProt = PROT_READ | PROT_WRITE;
-  constexpr int kFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
-  if (mmap(start, bytes, kProt, kFlags, -1, 0) != start) {
-    // Refused (out of mappings, the very limit this guards): the old mapping is still there, its
-    // pages only to be dropped; or, if the kernel unmapped it before it failed, it is mapped once
-    // more. Heap pages that are no longer mapped would fault in whoever gets them next.
-    if (madvise(start, bytes, MADV_DONTNEED) != 0 &&
-        mmap(start, bytes, kProt, kFlags, -1, 0) != start) {
-      Fatal("the OS unmapped heap pages and refused to map them again", start);
+  constexpr int kFlags = MAP_PRIVATE | MAP_ANONYMOUS;
+  if (mmap(start, bytes, kProt, kFlags | MAP_FIXED, -1, 0) == start) {
+    unsigned char resident = 0;
+    if (mincore(start, kOsPageSize, &resident) == 0 && (resident & 1) != 0) {
+      // Filled and locked at once: the program locks its future mappings (mlockall with
+      // MCL_FUTURE), and a range mapped anew would hold memory for good. Emptied and unlocked
+      // again, as the range was (a move leaves it so); and no range is mapped anew from now on.
+      fresh_maps_locked.store(true, std::memory_order_relaxed);
+      munlock(start, bytes);
+      madvise(start, bytes, MADV_DONTNEED);
     }
+  } else {
+    // Refused. Out of mappings (the very limit this guards), the kernel refuses before it unmaps
+    // anything: the old mapping is there, empty already (both callers' pages are gone), and stays.
+    // If it was unmapped first (before Linux 6.12, under strict overcommit), the range is mapped
+    // again where nothing else has taken it: heap pages that are not mapped would fault in
+    // whoever gets them next.
+    void* again = mmap(start, bytes, kProt, kFlags | MAP_FIXED_NOREPLACE, -1, 0);
+    if (again == MAP_FAILED && errno != EEXIST)
+      Fatal("the OS unmapped heap pages and refused to map them again", start);
+    if (again != MAP_FAILED && again != start) munmap(again, bytes);  // an old kernel's hint
   }
   errno = saved_errno;
 }
@@ -154,6 +169,20 @@ void SetBetweenTiersHook(void (*hook)(Move)) {
 
 void BetweenTiers(Move move) {
   if (void (*hook)(Move) = between_tiers_hook.load(std::memory_order_relaxed)) hook(move);
+}
+
+namespace {
+__thread int moves_in_progress TIERPOOL_INITIAL_EXEC = 0;
+}  // namespace
+
+ThisThreadMoving::ThisThreadMoving() {
+  ++moves_in_progress;
+}
+ThisThreadMoving::~ThisThreadMoving() {
+  --moves_in_progress;
+}
+bool ThisThreadMoving::Now() {
+  return moves_in_progress != 0;
 }
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS

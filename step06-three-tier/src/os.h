@@ -20,16 +20,19 @@ void* OsMap(std::size_t bytes, std::size_t alignment);
 bool OsRelease(void* start, std::size_t bytes);
 // Moves the pages of [from, from + bytes) to [to, to + bytes), both inside mappings of ours, by
 // remapping them (mremap with MREMAP_DONTUNMAP): no byte is copied, `to`'s old pages are dropped,
-// and `from` is mapped anew (OsMapFresh) and reads as zero, costing no memory. false when the
+// and `from` is mapped anew (OsMapFresh) and reads as zero, costing no memory (unlocked, in a
+// program that locks its mappings). false when the
 // kernel cannot (before Linux 5.7, or out of mappings): then nothing changed and the caller
 // copies. [to, to + bytes) is then a mapping of its own (the kernel keeps the offset its pages had
 // where they came from, so it never merges with its neighbours) until its pages are released.
 bool OsMovePages(void* from, void* to, std::size_t bytes);
-// Maps [start, start + bytes) anew over what was there (mmap with MAP_FIXED): its pages are
-// dropped, as by OsRelease, and the range is an ordinary anonymous mapping again, which the kernel
-// merges with the ones beside it. Each move would otherwise leave up to three mappings behind it,
-// for good: a heap that moved blocks for hours could reach the kernel's limit on mappings
-// (vm.max_map_count, 65 530), where every mmap and mremap fails.
+// Maps [start, start + bytes), whose pages are gone already, anew over what was there (mmap with
+// MAP_FIXED): the range is an ordinary anonymous mapping again, which the kernel merges with the
+// ones beside it. Each move would otherwise leave up to three mappings behind it, for good: a heap
+// that moved blocks for hours could reach the kernel's limit on mappings (vm.max_map_count,
+// 65 530), where every mmap and mremap fails. In a program that locks its future mappings
+// (mlockall with MCL_FUTURE) a fresh mapping would be filled and locked: the first that comes
+// back resident is emptied and unlocked again, and from then on nothing is mapped anew.
 void OsMapFresh(void* start, std::size_t bytes);
 // Unmaps memory: a lost race to install a page-map leaf, or whole free regions given back.
 void OsUnmap(void* start, std::size_t bytes);
@@ -45,5 +48,16 @@ void SetMapFailureAfter(long successes);
 enum class Move { kSpanToCentral, kSpansToPageHeap, kCacheApart };
 void SetBetweenTiersHook(void (*hook)(Move));
 void BetweenTiers(Move move);
+// Marks the calling thread, for its scope, as one that may be in such a move. A fork waits for
+// the moves of other threads, never for its own thread's: a signal handler that forks after
+// interrupting one would wait for ever.
+class ThisThreadMoving {
+ public:
+  ThisThreadMoving();
+  ~ThisThreadMoving();
+  ThisThreadMoving(const ThisThreadMoving&) = delete;
+  ThisThreadMoving& operator=(const ThisThreadMoving&) = delete;
+  static bool Now();
+};
 
 }  // namespace tierpool::TIERPOOL_INTERNAL_NS

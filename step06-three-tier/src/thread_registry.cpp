@@ -89,6 +89,7 @@ ThreadCache* TakeKeptCacheLocked(Globals& g) {
 
 // [snippet:thread-exit]
 void DestroyThreadCache(void* cache) {
+  ThisThreadMoving moving;  // the cache, if not kept, is taken apart (DeleteCache)
   auto* tc = static_cast<ThreadCache*>(cache);
   tls_cache = EmptyCache();
   tls_state = kExited;
@@ -112,6 +113,7 @@ void DestroyThreadCache(void* cache) {
 // At each look of the clock: the kept caches that waited through the previous look too go back
 // whole (`all`: every kept cache, now).
 bool ReleaseKeptCaches(bool all) {
+  ThisThreadMoving moving;  // the caches unclaimed are taken apart (DeleteCache)
   Globals& g = G();
   ThreadCache* unclaimed = nullptr;
   {
