@@ -33,8 +33,9 @@ void AfterRegistryInReverse(void (SpinLock::*op)()) {
 // What moves between two tiers with no lock held is waited for where it can finish: a cache
 // being taken apart (it needs the central lists and, at its end, the registry), a span on its way
 // from the page heap to a central list (it needs its list's lock back), and spans on their way
-// from a central list to the page heap (they need the page heap's and the span pool's locks). In
-// the child they would be in no list, counted in use for good. [snippet:fork-prepare]
+// from a central list to the page heap (they need the page heap's and span pool's locks). In the
+// child they would be in no list, counted in use for good.
+// [snippet:fork-prepare]
 void ForkPrepare() {
   EnsureInit();
   Globals& g = G();
