@@ -821,6 +821,8 @@ def inline_value(spec, rows, instr, missing):
         return fmt_ms(float(rs[0]["ns_per_pair"]))
     if kind == "ratio":
         v = float(rs[0]["ns_per_pair"]) / float(rs[1]["ns_per_pair"])
+        if v < 0.1:  # two significant digits: 0.0041x, not 0.00x
+            return f"{v:.2g}×"
         return f"{v:.2f}×" if v < 10 else f"{v:.1f}×"
     if kind == "cmp":
         v = verdict(float(rs[0]["ns_per_pair"]), float(rs[1]["ns_per_pair"]), level_tolerance(rows))
