@@ -34,6 +34,22 @@ void FreeUncached(void* ptr, std::uint32_t cl, bool to_back = false) {
   G().central[cl].InsertRange(ptr, nullptr, 1, to_back);
 }
 
+// Whether the n objects at `objects` lie one after another in memory, in either direction, three
+// pairs in four or more: what a thread gives back when it frees a structure in the order it built
+// it (or the reverse), the objects carved one after another from their spans.
+bool AreNeighbours(void* const* objects, std::uint32_t n, std::size_t size) {
+  if (n < 8) return false;
+  const auto step = static_cast<std::uintptr_t>(size);
+  const std::uint32_t allowed = (n - 1) / 4;  // pairs that may lie apart
+  std::uint32_t apart = 0;
+  for (std::uint32_t i = 1; i < n; ++i) {
+    const std::uintptr_t d = reinterpret_cast<std::uintptr_t>(objects[i]) -
+                             reinterpret_cast<std::uintptr_t>(objects[i - 1]);
+    if (d != step && d != 0 - step && ++apart > allowed) return false;  // (random: at once)
+  }
+  return true;
+}
+
 // A batch leaving a thread cache: parked in a transfer slot if there is room, or onto its spans.
 void GiveBatch(std::uint32_t cl, void* first, void* second, int n, bool to_spans) {
   if (to_spans) {
@@ -233,6 +249,8 @@ void ThreadCache::TakeOver() {
     bits = ~std::uint64_t{0};
   for (std::uint64_t& bits : refilled_)  // the exited thread's refills say nothing of this one's
     bits = 0;
+  for (std::uint64_t& bits : allocates_)
+    bits = 0;
 }
 
 void ThreadCache::AdoptBudget(std::int64_t budget) {
@@ -325,6 +343,7 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   const int got = G().central[cl].RemoveRange(&first, &second, static_cast<int>(want), whole_batch);
   if (got == 0) return nullptr;
   refilled_[cl / 64] |= std::uint64_t{1} << (cl % 64);
+  allocates_[cl / 64] |= std::uint64_t{1} << (cl % 64);
   if (std::size_t& growth = CentralFreeList::ThreadGrowth(); growth >= kIdleLookGrowth) {
     growth = 0;
     ReleaseIdleLists(cl);
@@ -478,9 +497,18 @@ void ThreadCache::ReleaseArrayTop(std::uint32_t cl, std::uint32_t n, bool to_spa
   const auto cap = static_cast<std::uintptr_t>(caps_[cl]);
   void* const end = ListEnd(cap);
   void* nodes[kMaxBatch];  // the batch's nodes, tagged
+  // A batch of neighbours from a class this thread allocates goes to its spans, not to a slot:
+  // the thread is most likely freeing what it built, in order, and nobody is waiting for these
+  // objects; parked, they would pin their spans while the program's next phase takes new pages.
+  // On their spans, freed while their lines are still in this core's cache, the spans empty one
+  // after another and go back to the page heap. A consumer's batches (a class it only frees) are
+  // neighbours too, and its producer's next refill takes them: those are parked.
+  const bool own = !to_spans && Allocates(cl);
   while (n > 0) {
     const std::uint32_t take = n < batch ? n : batch;
     void** group = tops_[cl];  // one past the group's first object
+    const bool batch_to_spans =
+        to_spans || (own && AreNeighbours(group - take, take, ClassSize(cl)));
     std::size_t m = 0;
     for (std::uint32_t left = take; left > 0;) {
       const std::uintptr_t objects = left < cap + 1 ? left : cap + 1;
@@ -501,7 +529,7 @@ void ThreadCache::ReleaseArrayTop(std::uint32_t cl, std::uint32_t n, bool to_spa
         *slot = nullptr;
     }
     set_top(cl, group);
-    GiveBatch(cl, nodes[0], m > 1 ? nodes[1] : end, static_cast<int>(take), to_spans);
+    GiveBatch(cl, nodes[0], m > 1 ? nodes[1] : end, static_cast<int>(take), batch_to_spans);
     n -= take;
   }
 }

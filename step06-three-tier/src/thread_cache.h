@@ -234,6 +234,9 @@ class ThreadCache {
   // `to_spans`: past the transfer slots, onto the objects' spans (ReleaseIdleLists).
   void ReleaseToCentral(std::uint32_t cl, std::uint32_t n, bool to_spans = false);
   void ReleaseArrayTop(std::uint32_t cl, std::uint32_t n, bool to_spans);
+  bool Allocates(std::uint32_t cl) const {
+    return ((allocates_[cl / 64] >> (cl % 64)) & 1) != 0;
+  }
   // The resident set grew for this thread (kIdleLookGrowth): every list but `growing` that no
   // refill took from since the previous look keeps one batch, and the rest goes to its spans.
   void ReleaseIdleLists(std::uint32_t growing);
@@ -272,6 +275,9 @@ class ThreadCache {
   std::uint8_t overages_[kNumClasses] = {};
   std::uint64_t first_frees_[(kNumClasses + 63) / 64] = {};  // a bit per class, set by TakeOver
   std::uint64_t refilled_[(kNumClasses + 63) / 64] = {};  // a bit per class refilled since a look
+  // A bit per class this thread refilled since it took the cache: it allocates the class, so a
+  // batch of neighbours it gives back is most likely a structure it built being torn down.
+  std::uint64_t allocates_[(kNumClasses + 63) / 64] = {};
   SlotArena arena_;
 
  public:

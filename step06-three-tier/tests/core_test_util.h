@@ -9,11 +9,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "address_space_limit.h"  // common/testing
 #include "tierpool/tierpool.h"
 
 namespace core_test {
+
+// Frees `blocks` every other one first (0, 2, 4, ..., then 1, 3, ...): no two frees in a row are
+// neighbours, so the thread cache parks the batches it gives back in the transfer slots (a batch
+// of neighbours the thread allocated itself goes to its spans instead: ReleaseArrayTop).
+inline void FreeEveryOtherFirst(const std::vector<void*>& blocks, const auto& free_one) {
+  for (std::size_t first : {0, 1}) {
+    for (std::size_t i = first; i < blocks.size(); i += 2)
+      free_one(blocks[i]);
+  }
+}
 
 inline bool UnderValgrind() {
   const char* v = std::getenv("TIERPOOL_UNDER_VALGRIND");

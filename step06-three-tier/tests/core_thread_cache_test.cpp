@@ -646,6 +646,67 @@ TEST(ThreadCacheIdle, WrongSizedBlocksInAnIdleListGoHomeCountedOnce) {
 }
 #endif
 
+// A thread that frees what it built, in the order it built it, sends what its list cannot hold to
+// the objects' spans, not to the transfer slots: nobody waits for those objects, and parked they
+// pinned their spans while the program's next phase took new pages (`teardown`'s peak). On their
+// spans, the spans empty one after another and leave the central list.
+TEST(ThreadCacheRelease, AThreadFreeingWhatItBuiltInOrderParksNothing) {
+  if constexpr (!kSlotArrays) GTEST_SKIP() << "lists through the objects: every batch is parked";
+  constexpr std::size_t kSize = 1024, kCount = 24000;  // 23 MiB: more than a thread's budget
+  const std::uint32_t cl = SizeToClass(kSize);
+  std::thread worker([cl] {
+    tierpool_release_free_memory();  // nothing parked
+    ASSERT_EQ(G().central[cl].ParkedBatches(), 0);
+    std::vector<void*> built(kCount);
+    for (void*& p : built) {
+      p = tierpool::ConcurrentAlloc(kSize);
+      ASSERT_NE(p, nullptr);
+    }
+    const std::size_t central_before = tierpool::GetStats().central_cache_bytes;
+    for (void* p : built)
+      tierpool::ConcurrentFree(p, kSize);
+    EXPECT_EQ(G().central[cl].ParkedBatches(), 0) << "batches of neighbours were parked";
+    const std::size_t central_after = tierpool::GetStats().central_cache_bytes;
+    EXPECT_LT(central_after, central_before + kCount * kSize / 8)
+        << "the spans behind the freed objects stayed in the central list";
+  });
+  worker.join();
+  tierpool_release_free_memory();
+}
+
+// ... but a thread that frees, in order, what another thread allocated (a consumer; it allocates
+// none of that class itself) parks its batches: its producer's next refill takes each whole.
+TEST(ThreadCacheRelease, AConsumerFreeingInOrderParksItsBatches) {
+  constexpr std::size_t kSize = 1024, kCount = 24000;
+  const std::uint32_t cl = SizeToClass(kSize);
+  std::vector<void*> built(kCount);
+  std::atomic<bool> consumed{false};
+  std::atomic<bool> produced{false};
+  std::thread producer([&] {  // alive until the consumer is done: its cache stays its own
+    for (void*& p : built)
+      p = tierpool::ConcurrentAlloc(kSize);
+    produced = true;
+    while (!consumed)
+      std::this_thread::yield();
+  });
+  while (!produced)
+    std::this_thread::yield();
+  int parked = -1;
+  std::thread consumer([&] {
+    tierpool_release_free_memory();
+    for (void* p : built)
+      tierpool::ConcurrentFree(p, kSize);
+    parked = G().central[cl].ParkedBatches();
+  });
+  consumer.join();
+  consumed = true;
+  producer.join();
+  for (void* p : built)
+    ASSERT_NE(p, nullptr);
+  EXPECT_GT(parked, 0) << "a consumer's batches went to their spans";
+  tierpool_release_free_memory();
+}
+
 // The share shrinks when threads come: a thread that cached its whole share gives back what is
 // above its new one at its next slow path (AdoptBudget), even one that raises no limit, while
 // the new threads are still alive.
@@ -909,8 +970,9 @@ TEST(ThreadCacheFork, AForkWaitsForSpansOnTheirWayToThePageHeap) {
         for (void*& p : blocks)
           p = tierpool_malloc(3000);
         moved_block.store(blocks[0]);
-        for (void* p : blocks)
-          tierpool_free(p);
+        // (Not in order: a batch of neighbours would go to its spans at once, and the first span
+        // emptied, not the release's, would be the one the fork waits for.)
+        core_test::FreeEveryOtherFirst(blocks, tierpool_free);
         tierpool_release_free_memory();
       },
       [] { return page_map.ClassOf(moved_block.load()) == 0; }));
