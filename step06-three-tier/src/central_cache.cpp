@@ -40,9 +40,31 @@ void CentralFreeList::SetUpLocked() {
                                      std::memory_order_release);
 }
 
-// [snippet:remove-range]
 int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_batch,
                                  bool to_line_end) {
+  Runs runs;
+  const int got = Take(runs, first, second, n, whole_batch, to_line_end);
+  if (*first == nullptr) ChainRuns(runs, first, second);
+  return got;
+}
+
+// For a thread cache of arrays: the objects' addresses, not a chain through them. A fresh
+// object is not touched at all (RemoveRange writes a link into each, which the thread cache
+// reads back at once to fill its array), and a span's list is read once.
+int CentralFreeList::RemoveRangeTo(void** out, void** first, void** second, int n,
+                                   bool whole_batch) {
+  Runs runs;
+  const int got = Take(runs, first, second, n, whole_batch, /*to_line_end=*/true);
+  if (*first == nullptr) ListRuns(runs, out + got);
+  return got;
+}
+
+// [snippet:remove-range]
+// Under the lock: a parked batch (*first, *second; a batch's whole count) or runs of objects
+// from the spans (*first null).
+int CentralFreeList::Take(Runs& runs, void** first, void** second, int n, bool whole_batch,
+                          bool to_line_end) {
+  *first = nullptr;
   lock_.Lock();
   // Objects of a class come back only after some were taken: the set-up is needed here alone.
   if (TIERPOOL_UNLIKELY(object_size_ == 0)) SetUpLocked();
@@ -64,7 +86,6 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_
     return n;
   }
   // [/snippet]
-  Runs runs;
   int got = TakeFromSpansLocked(runs, n, to_line_end);
   while (got == 0) {
     // No span has objects left: get one from the page heap without holding our lock (the page
@@ -87,7 +108,6 @@ int CentralFreeList::RemoveRange(void** first, void** second, int n, bool whole_
     got = TakeFromSpansLocked(runs, n, to_line_end);
   }
   lock_.Unlock();
-  ChainRuns(runs, first, second);
   return got;
 }
 
@@ -218,6 +238,45 @@ int CentralFreeList::TakeFromSpansLocked(Runs& runs, int n, bool to_line_end) {
   return got;
 }
 
+// Every object of the runs, fresh ones first, then the ones that came back: fresh ones lie on
+// lines no other thread has had (TakeFromSpansLocked carves to a line's end), where one that came
+// back may share its line with objects another thread still writes, and a thread reuses its first
+// objects most. A list is read link by link, each link before `visit` may write its object;
+// fresh objects get the free pattern first.
+template <typename Visit>
+void CentralFreeList::VisitRuns(const Runs& runs, Visit&& visit) const {
+  for (const bool carved : {true, false}) {
+    for (int r = 0; r < runs.count; ++r) {
+      const Run& run = runs.run[r];
+      if ((run.kind == RunKind::kCarved) != carved) continue;
+      switch (run.kind) {
+        case RunKind::kList: {
+          void* object = run.first;
+          for (std::uint32_t i = 0; i < run.count; ++i) {
+            void* next = i + 1 < run.count  // (the list's last: its link, null, is not read)
+                             ? LoadLinkOfClass(object, *page_map_, size_class_, /*cap=*/0)
+                             : nullptr;
+            visit(object);
+            object = next;
+          }
+          break;
+        }
+        case RunKind::kCut:
+          for (std::uint32_t i = 0; i < run.count; ++i)
+            visit(runs.cut[i]);
+          break;
+        case RunKind::kCarved:
+          for (std::uint32_t i = 0; i < run.count; ++i) {
+            char* object = static_cast<char*>(run.first) + std::size_t{i} * object_size_;
+            FillFreePattern(object, object_size_);
+            visit(object);
+          }
+          break;
+      }
+    }
+  }
+}
+
 // After the lock: the runs become one batch, a chain in which the object at position k links to
 // the one at k + 2 (thread_cache.h: nodes without items). A list taken whole is read link by link
 // before any of its objects is written; carved objects get the free pattern first.
@@ -234,40 +293,7 @@ void CentralFreeList::ChainRuns(const Runs& runs, void** first, void** second) {
     last = object;
     ++got;
   };
-  auto chain_run = [&](const Run& run) {
-    switch (run.kind) {
-      case RunKind::kList: {
-        if (run.count == 0) break;  // (a span whose list is taken has objects on it)
-        void* object = run.first;
-        for (std::uint32_t i = 1; i < run.count; ++i) {
-          void* next = LoadLinkOfClass(object, *page_map_, size_class_, /*cap=*/0);
-          append(object);
-          object = next;
-        }
-        append(object);  // the list's last: its link (null) is not read
-        break;
-      }
-      case RunKind::kCut:
-        for (std::uint32_t i = 0; i < run.count; ++i)
-          append(runs.cut[i]);
-        break;
-      case RunKind::kCarved:
-        for (std::uint32_t i = 0; i < run.count; ++i) {
-          char* object = static_cast<char*>(run.first) + std::size_t{i} * object_size_;
-          FillFreePattern(object, object_size_);
-          append(object);
-        }
-        break;
-    }
-  };
-  // Fresh objects first, then the ones that came back: fresh ones lie on lines no other thread
-  // has had (TakeFromSpansLocked carves to a line's end), where one that came back may share its
-  // line with objects another thread still writes, and a thread reuses its first objects most.
-  for (const bool carved : {true, false}) {
-    for (int r = 0; r < runs.count; ++r) {
-      if ((runs.run[r].kind == RunKind::kCarved) == carved) chain_run(runs.run[r]);
-    }
-  }
+  VisitRuns(runs, append);
   if (got > 0) {
     void* const end = ListEnd(ItemsPerNode(object_size_));
     if (before_last != nullptr) StoreNext(before_last, end);
@@ -275,6 +301,18 @@ void CentralFreeList::ChainRuns(const Runs& runs, void** first, void** second) {
   }
   *first = chain[0];
   *second = chain[1];
+}
+
+// After the lock, for an array: the runs' objects written downwards from `end`, in ChainRuns'
+// order (fresh objects first, the first handed out at end[-1]). A fresh object is not written
+// (its pages are touched first by the program that gets it); hardened, every object gets the
+// array's mark, an encoded null in its first word (PopTop checks it).
+void CentralFreeList::ListRuns(const Runs& runs, void** end) const {
+  void** slot = end;
+  VisitRuns(runs, [&](void* object) {
+    if constexpr (kHardened) StoreNext(object, nullptr);
+    *--slot = object;
+  });
 }
 
 // Reads a batch (an unrolled list, thread_cache.h: tagged nodes, each with its items) into

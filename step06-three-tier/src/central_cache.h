@@ -6,8 +6,9 @@
 // A thread cache asks for or returns a batch of objects as an *unrolled list* (see thread_cache.h:
 // nodes that carry the addresses of other free objects, each node's first word pointing two nodes
 // further, tagged with that node's item count; the batch is named by its first two nodes). A
-// batch carved from spans is the case of nodes without items. A full batch goes into / comes out of
-// a transfer slot: one lock, no object touched. Anything else (a partial batch, or slots full /
+// batch carved from spans is the case of nodes without items; a thread cache of arrays takes
+// objects from the spans as addresses instead (RemoveRangeTo). A full batch goes into / comes out
+// of a transfer slot: one lock, no object touched. Anything else (a partial batch, or slots full /
 // empty) goes through the spans: each object returned is pushed on its span's list (page map
 // lookup), and a span whose objects have all come back goes to the page heap. Fresh spans are
 // carved lazily, so their pages are touched only when used.
@@ -56,6 +57,10 @@ class alignas(64) CentralFreeList {
   // memory).
   int RemoveRange(void** first, void** second, int n, bool whole_batch = false,
                   bool to_line_end = true);
+  // The same for a thread cache of arrays (to_line_end): a parked batch as RemoveRange gives it
+  // (*first non-null), else the objects' addresses in out[0, count), out[count - 1] the first to
+  // hand out, and *first null. `out` has room for kMaxRemoved.
+  int RemoveRangeTo(void** out, void** first, void** second, int n, bool whole_batch);
   // The most objects RemoveRange hands out at once: a batch, and fresh objects past it up to the
   // end of their cache line.
   static constexpr int kMaxRemoved = kMaxBatch + static_cast<int>(kCacheLineSize / sizeof(void*));
@@ -122,7 +127,11 @@ class alignas(64) CentralFreeList {
     void* cut[kMaxBatch];
   };
   int TakeFromSpansLocked(Runs& runs, int n, bool to_line_end);
+  int Take(Runs& runs, void** first, void** second, int n, bool whole_batch, bool to_line_end);
   void ChainRuns(const Runs& runs, void** first, void** second);
+  void ListRuns(const Runs& runs, void** end) const;
+  template <typename Visit>
+  void VisitRuns(const Runs& runs, Visit&& visit) const;
   // True while the next object to carve starts in the cache line the previous one ends in.
   static bool InsideCarvedLine(const Span* span) {
     return span->carve_next < span->carve_end &&

@@ -340,7 +340,12 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
     }
     whole_batch = (std::size_t{1} << logs_[cl]) >= batch;
   }
-  const int got = G().central[cl].RemoveRange(&first, &second, static_cast<int>(want), whole_batch);
+  // Arrays take the objects' addresses (a parked batch comes as a chain still, in `first`).
+  void* spread[CentralFreeList::kMaxRemoved];
+  const int got = kSlotArrays ? G().central[cl].RemoveRangeTo(spread, &first, &second,
+                                                              static_cast<int>(want), whole_batch)
+                              : G().central[cl].RemoveRange(&first, &second, static_cast<int>(want),
+                                                            whole_batch);
   if (got == 0) return nullptr;
   refilled_[cl / 64] |= std::uint64_t{1} << (cl % 64);
   allocates_[cl / 64] |= std::uint64_t{1} << (cl % 64);
@@ -351,18 +356,18 @@ void* ThreadCache::FetchFromCentral(std::uint32_t cl) {
   if (static_cast<std::uint32_t>(got) > limit) Grow(cl, static_cast<std::uint32_t>(got));
   if constexpr (kSlotArrays) {
     const int room = 1 << logs_[cl];  // the array is empty: its whole chunk
-    if (got > room) {
+    if (first != nullptr && got <= room) {
+      SpreadBatch(cl, first, second, got);  // a parked batch, straight into the array
+    } else {
+      if (first != nullptr) SpreadBatchTo(spread, cl, first, second, got);
       // More than the chunk holds (fresh objects carved on to their line's end, and the OS
       // refused the bigger chunk Grow asked for): the ones handed out last go back, one at a
       // time. Written past the chunk, they would land in another list's array.
-      void* spread[CentralFreeList::kMaxRemoved];
-      SpreadBatchTo(spread, cl, first, second, got);
-      for (int i = 0; i < got - room; ++i)
+      const int keep = got < room ? got : room;
+      for (int i = 0; i < got - keep; ++i)
         FreeUncached(spread[i], cl);
-      std::memcpy(tops_[cl], spread + (got - room), sizeof(void*) * static_cast<std::size_t>(room));
-      set_top(cl, tops_[cl] + room);
-    } else {
-      SpreadBatch(cl, first, second, got);
+      std::memcpy(tops_[cl], spread + (got - keep), sizeof(void*) * static_cast<std::size_t>(keep));
+      set_top(cl, tops_[cl] + keep);
     }
     set_top(cl, tops_[cl] - 1);
     void* ptr = *tops_[cl];

@@ -292,6 +292,42 @@ TEST(ThreadCacheArrays, ABigChunkPutBackIsNoLongerResident) {
   arena.Recycle();
 }
 
+// A refill hands the thread cache the addresses of fresh objects and writes none of them (a chain
+// through them used to be written and read straight back, a page fault per object of a page or
+// more): the pages of a class's new span stay untouched until the program writes its blocks.
+TEST(ThreadCacheRefill, FreshObjectsReachTheCacheUntouched) {
+  if constexpr (kHardened || !kSlotArrays) {
+    GTEST_SKIP() << "hardened objects carry a mark; lists link through their objects";
+  }
+  std::uint32_t cl = 0;  // one no test has used: its spans are new
+  for (std::uint32_t c = kNumClasses; c-- > 1 && cl == 0;) {
+    if (!CentralFreeList::InUse(c) && Cached(c) && kClasses[c].size >= 2 * kOsPageSize &&
+        kClasses[c].objects >= 4)
+      cl = c;
+  }
+  if (cl == 0) GTEST_SKIP() << "every such class is in use already";
+  tierpool_release_free_memory();  // whatever span the class gets, its pages are not resident
+  long resident = -1;
+  std::size_t pages = 0;
+  std::thread([&] {
+    void* blocks[4];
+    for (void*& p : blocks)  // refills of 1, 2 and 3 objects: two are left in the cache
+      p = tierpool_malloc(ClassSize(cl));
+    const Span* span = page_map.Get(reinterpret_cast<std::uintptr_t>(blocks[0]) >> kPageShift);
+    if (span != nullptr) {
+      pages = span->bytes() / kOsPageSize;
+      std::vector<unsigned char> in_core(pages);
+      if (mincore(span->start(), span->bytes(), in_core.data()) == 0) {
+        resident = std::count_if(in_core.begin(), in_core.end(),
+                                 [](unsigned char r) { return (r & 1) != 0; });
+      }
+    }
+    for (void* p : blocks)
+      tierpool_free(p);
+  }).join();
+  EXPECT_EQ(resident, 0) << "of " << pages << " pages of class " << cl << "'s span";
+}
+
 // A thread that exits leaves its array region to the next thread: threads one after another
 // map no more for their arrays than one thread does.
 TEST(ThreadCacheArrays, ThreadsOneAfterAnotherReuseOneRegion) {
