@@ -1,6 +1,7 @@
 #include "central_cache.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "memory_tools.h"
 #include "os.h"
@@ -316,16 +317,14 @@ void CentralFreeList::ListRuns(const Runs& runs, void** end) const {
 }
 
 // Reads a batch (an unrolled list, thread_cache.h: tagged nodes, each with its items) into
-// `out`: every object, its span found in the page map and prefetched. Nothing is written but the
-// links of objects freed with a wrong size (their span is another class's), which are chained on
-// *strays. It needs no lock: the objects are the caller's, and a span cannot go away while it
-// has objects out.
+// `out`, then finds the objects' spans (FindSpans). Nothing is written but the links of objects
+// freed with a wrong size. It needs no lock: the objects are the caller's.
 void CentralFreeList::ReadBatch(void* first, void* second, int n, ReadObjects& out,
                                 void** strays) const {
   const std::uintptr_t cap = ItemsPerNode(object_size_);
   void* cursor[2] = {first, second};  // nodes k and k + 1 (kAhead 2), or node k; tagged
-  out.count = 0;
-  out.kept = 0;
+  // Written from the back: the batch's first object ends last in the array, and is the last
+  // pushed on its span's list, so the first handed out again from it (ReleaseRunLocked).
   int left = n;
   for (std::size_t k = 0; left > 0; ++k) {
     void* tagged = cursor[k % kAhead];
@@ -335,32 +334,50 @@ void CentralFreeList::ReadBatch(void* first, void* second, int n, ReadObjects& o
       cursor[k % kAhead] = LoadLinkOfClass(node, *page_map_, size_class_, cap);
     }
     for (std::uintptr_t i = items; i >= 1; --i)
-      out.objects[out.count++] = TakeItemOfClass(node, i, *page_map_, size_class_);
-    out.objects[out.count++] = node;
-    left -= static_cast<int>(items) + 1;
+      out.objects[--left] = TakeItemOfClass(node, i, *page_map_, size_class_);
+    out.objects[--left] = node;
   }
-  for (int i = 0; i < out.count; ++i) {
-    void* object = out.objects[i];
-    if (TIERPOOL_UNLIKELY(page_map_->ClassOf(object) != size_class_)) {
-      // A sized free with a wrong size (undefined behaviour the hardened build reports) put it
-      // on this class's lists. It goes back to its own class, so that no span ever holds
-      // objects of two classes, and that class's counts, not ours, take it back. The page
-      // map's class decides, not the span's record: a large block's record may still name the
-      // class its pages had in a span before (the page heap reuses records), its pages none.
-      StoreNext(object, *strays);
-      *strays = object;
-      continue;
-    }
-    Span* span = page_map_->Get(reinterpret_cast<std::uintptr_t>(object) >> kPageShift);
-    __builtin_prefetch(span, 1);
-    out.objects[out.kept] = object;
-    out.spans[out.kept++] = span;
-  }
+  out.count = n;
+  FindSpans(out, strays);
 }
 
-// Pushes each object read on its span's list; spans whose objects have all come back are chained
-// on *emptied, for the page heap after the lock. `parked`: the objects were counted free here
-// when their batch was parked (strays included, which are their own class's now).
+// Every object's span, found in the page map and prefetched, the ones of this class first
+// (`kept` of them); the rest are chained on *strays. A batch's objects mostly come in runs from
+// one page (a structure freed in the order it was built): an object on the page of the object
+// before it is of that object's span, and costs no lookup, nor a read of the span's record.
+void CentralFreeList::FindSpans(ReadObjects& out, void** strays) const {
+  int kept = 0;
+  Span* span = nullptr;
+  std::uintptr_t last_page = 0;  // no object lies on page 0
+  for (int i = 0; i < out.count; ++i) {
+    void* object = out.objects[i];
+    const std::uintptr_t page = reinterpret_cast<std::uintptr_t>(object) >> kPageShift;
+    if (page != last_page) {
+      if (TIERPOOL_UNLIKELY(page_map_->ClassOf(object) != size_class_)) {
+        // A sized free with a wrong size (undefined behaviour the hardened build reports) put
+        // it on this class's lists. It goes back to its own class, so that no span ever holds
+        // objects of two classes, and that class's counts, not ours, take it back. The page
+        // map's class decides, not the span's record: a large block's record may still name
+        // the class its pages had in a span before (the page heap reuses records), its pages
+        // none.
+        StoreNext(object, *strays);
+        *strays = object;
+        continue;
+      }
+      span = page_map_->Get(page);
+      __builtin_prefetch(span, 1);
+      last_page = page;
+    }
+    out.objects[kept] = object;
+    out.spans[kept++] = span;
+  }
+  out.kept = kept;
+}
+
+// Pushes each object read on its span's list, a run of objects of one span at a time; spans whose
+// objects have all come back are chained on *emptied, for the page heap after the lock.
+// `parked`: the objects were counted free here when their batch was parked (strays included,
+// which are their own class's now).
 void CentralFreeList::ReleaseReadLocked(const ReadObjects& read, bool parked, Span** emptied,
                                         bool to_back) {
   if (!parked) {
@@ -371,8 +388,11 @@ void CentralFreeList::ReleaseReadLocked(const ReadObjects& read, bool parked, Sp
     free_objects_.fetch_sub(strays, std::memory_order_relaxed);
     out_objects_.fetch_add(strays, std::memory_order_relaxed);
   }
-  for (int i = 0; i < read.kept; ++i)
-    ReleaseObjectLocked(read.objects[i], read.spans[i], emptied, to_back);
+  for (int i = 0, end; i < read.kept; i = end) {
+    for (end = i + 1; end < read.kept && read.spans[end] == read.spans[i];)
+      ++end;
+    ReleaseRunLocked(read.objects + i, end - i, read.spans[i], emptied, to_back);
+  }
 }
 
 // A batch's objects back to their spans. Everything that needs no lock is done before it is
@@ -382,6 +402,20 @@ void CentralFreeList::ReleaseToSpans(void* first, void* second, int n, bool to_b
   ReadObjects read;
   void* strays = nullptr;
   ReadBatch(first, second, n, read, &strays);
+  ReleaseReadToSpans(read, strays, to_back);
+}
+
+void CentralFreeList::InsertArrayToSpans(void* const* objects, int n) {
+  SetUpIfUnused();
+  ReadObjects read;
+  void* strays = nullptr;
+  std::memcpy(read.objects, objects, sizeof(void*) * static_cast<std::size_t>(n));
+  read.count = n;
+  FindSpans(read, &strays);
+  ReleaseReadToSpans(read, strays, /*to_back=*/false);
+}
+
+void CentralFreeList::ReleaseReadToSpans(const ReadObjects& read, void* strays, bool to_back) {
   Span* emptied = nullptr;
   lock_.Lock();
   ReleaseReadLocked(read, /*parked=*/false, &emptied, to_back);
@@ -389,17 +423,25 @@ void CentralFreeList::ReleaseToSpans(void* first, void* second, int n, bool to_b
   ReturnStrays(strays);
 }
 
-void CentralFreeList::ReleaseObjectLocked(void* object, Span* span, Span** emptied, bool to_back) {
+// `count` objects of `span` onto its list, in their order: objects[0] at the head, handed out
+// first (or, `to_back`, at its back, after everything else there). Each object is written once,
+// in the order of the array, and the span's fields once for the run.
+void CentralFreeList::ReleaseRunLocked(void* const* objects, int count, Span* span, Span** emptied,
+                                       bool to_back) {
+  for (int i = 0; i + 1 < count; ++i)
+    StoreNext(objects[i], objects[i + 1]);
+  void* const last = objects[count - 1];
   if (to_back && span->free_list != nullptr) {
-    StoreNext(object, nullptr);
-    StoreNext(span->free_tail, object);
-    span->free_tail = object;
+    StoreNext(last, nullptr);
+    StoreNext(span->free_tail, objects[0]);
+    span->free_tail = last;
   } else {
-    if (span->free_list == nullptr) span->free_tail = object;
-    StoreNext(object, span->free_list);
-    span->free_list = object;
+    if (span->free_list == nullptr) span->free_tail = last;
+    StoreNext(last, span->free_list);
+    span->free_list = objects[0];
   }
-  if (--span->allocated == 0) {
+  span->allocated -= static_cast<std::uint32_t>(count);
+  if (span->allocated == 0) {
     if (span->in_central_list) spans_.Remove(span);
     span->in_central_list = false;
     free_objects_.fetch_sub(kClasses[size_class_].objects, std::memory_order_relaxed);

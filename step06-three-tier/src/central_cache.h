@@ -9,9 +9,11 @@
 // batch carved from spans is the case of nodes without items; a thread cache of arrays takes
 // objects from the spans as addresses instead (RemoveRangeTo). A full batch goes into / comes out
 // of a transfer slot: one lock, no object touched. Anything else (a partial batch, or slots full /
-// empty) goes through the spans: each object returned is pushed on its span's list (page map
-// lookup), and a span whose objects have all come back goes to the page heap. Fresh spans are
-// carved lazily, so their pages are touched only when used.
+// empty) goes through the spans: each object returned is pushed on its span's list (a page map
+// lookup for each page its objects lie on, the span's record written once for each run of its
+// objects), and a span whose objects have all come back goes to the page heap. A batch of
+// neighbours a thread cache of arrays frees comes as addresses (InsertArrayToSpans). Fresh spans
+// are carved lazily, so their pages are touched only when used.
 #pragma once
 
 #include <atomic>
@@ -74,11 +76,15 @@ class alignas(64) CentralFreeList {
                : first;
   }
   // Takes back a batch of `n` objects starting first, second. `to_back`: they go to the back of
-  // their spans' lists, to be handed out after everything else there (ReleaseObjectLocked).
+  // their spans' lists, to be handed out after everything else there (ReleaseRunLocked).
   void InsertRange(void* first, void* second, int n, bool to_back = false);
   // Takes back a batch straight to its spans, never parked: a thread cache that gives back what
   // it does not use wants its spans emptied, for the page heap (ThreadCache::ReleaseIdleLists).
   void InsertToSpans(void* first, void* second, int n);
+  // The same for a thread cache of arrays: the objects' addresses, objects[0] to be handed out
+  // first of those on its span (as from a batch built from them). No object is read, and each is
+  // written once, with its link on its span's list. n <= kMaxBatch.
+  void InsertArrayToSpans(void* const* objects, int n);
   // Bytes of the spans this thread's refills took from pages with no memory behind them (never
   // touched, or given back to the OS): what the resident set grew by for this thread. The
   // thread cache reads it and sets it back to 0 (ThreadCache::FetchFromCentral).
@@ -137,8 +143,9 @@ class alignas(64) CentralFreeList {
     return span->carve_next < span->carve_end &&
            reinterpret_cast<std::uintptr_t>(span->carve_next) % kCacheLineSize != 0;
   }
-  // A batch's objects on their way back to their spans: each object and its span, the ones of
-  // this class first (`kept` of them; the rest, freed with a wrong size, are chained as strays).
+  // A batch's objects on their way back to their spans, in the order they are to be handed out
+  // again: each object and its span, the ones of this class first (`kept` of them; the rest,
+  // freed with a wrong size, are chained as strays).
   struct ReadObjects {
     void* objects[kMaxBatch];
     Span* spans[kMaxBatch];
@@ -146,13 +153,15 @@ class alignas(64) CentralFreeList {
     int kept;
   };
   void ReadBatch(void* first, void* second, int n, ReadObjects& out, void** strays) const;
+  void FindSpans(ReadObjects& out, void** strays) const;
   void ReleaseReadLocked(const ReadObjects& read, bool parked, Span** emptied,
                          bool to_back = false);
   // A batch's objects back to their spans: read before the lock, pushed under it.
   void ReleaseToSpans(void* first, void* second, int n, bool to_back);
-  // One object on its span's list, at its head (or its back); a span that has all its objects
+  void ReleaseReadToSpans(const ReadObjects& read, void* strays, bool to_back);
+  // Objects of one span on its list, at its head (or its back); a span that has all its objects
   // back is chained on *emptied, for the page heap after the lock.
-  void ReleaseObjectLocked(void* object, Span* span, Span** emptied, bool to_back);
+  void ReleaseRunLocked(void* const* objects, int count, Span* span, Span** emptied, bool to_back);
   void ReturnStrays(void* strays);
   void ReturnLargeStray(void* object);
   void SetUpLocked();

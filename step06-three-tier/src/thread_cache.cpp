@@ -497,6 +497,15 @@ void ThreadCache::ReleaseToCentral(std::uint32_t cl, std::uint32_t n, bool to_sp
   }
 }
 
+// The array of class `cl` now ends at `group`: the objects above it have left.
+void ThreadCache::ReleasedTop(std::uint32_t cl, void** group) {
+  if constexpr (kToolsSearchLeaks) {
+    for (void** slot = group; slot < tops_[cl]; ++slot)
+      *slot = nullptr;
+  }
+  set_top(cl, group);
+}
+
 void ThreadCache::ReleaseArrayTop(std::uint32_t cl, std::uint32_t n, bool to_spans) {
   const std::uint32_t batch = kClasses[cl].batch;
   const auto cap = static_cast<std::uintptr_t>(caps_[cl]);
@@ -514,6 +523,12 @@ void ThreadCache::ReleaseArrayTop(std::uint32_t cl, std::uint32_t n, bool to_spa
     void** group = tops_[cl];  // one past the group's first object
     const bool batch_to_spans =
         to_spans || (own && AreNeighbours(group - take, take, ClassSize(cl)));
+    if (batch_to_spans) {  // the spans take addresses: no node is written, and none read back
+      G().central[cl].InsertArrayToSpans(group - take, static_cast<int>(take));
+      ReleasedTop(cl, group - take);
+      n -= take;
+      continue;
+    }
     std::size_t m = 0;
     for (std::uint32_t left = take; left > 0;) {
       const std::uintptr_t objects = left < cap + 1 ? left : cap + 1;
@@ -529,12 +544,8 @@ void ThreadCache::ReleaseArrayTop(std::uint32_t cl, std::uint32_t n, bool to_spa
     }
     for (std::size_t i = 0; i < m; ++i)
       StoreNext(NodeOf(nodes[i]), i + kAhead < m ? nodes[i + kAhead] : end);
-    if constexpr (kToolsSearchLeaks) {
-      for (void** slot = group; slot < tops_[cl]; ++slot)
-        *slot = nullptr;
-    }
-    set_top(cl, group);
-    GiveBatch(cl, nodes[0], m > 1 ? nodes[1] : end, static_cast<int>(take), batch_to_spans);
+    ReleasedTop(cl, group);
+    GiveBatch(cl, nodes[0], m > 1 ? nodes[1] : end, static_cast<int>(take), /*to_spans=*/false);
     n -= take;
   }
 }

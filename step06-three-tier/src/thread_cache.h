@@ -234,6 +234,7 @@ class ThreadCache {
   // `to_spans`: past the transfer slots, onto the objects' spans (ReleaseIdleLists).
   void ReleaseToCentral(std::uint32_t cl, std::uint32_t n, bool to_spans = false);
   void ReleaseArrayTop(std::uint32_t cl, std::uint32_t n, bool to_spans);
+  void ReleasedTop(std::uint32_t cl, void** group);
   bool Allocates(std::uint32_t cl) const {
     return ((allocates_[cl / 64] >> (cl % 64)) & 1) != 0;
   }

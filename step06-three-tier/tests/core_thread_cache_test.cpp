@@ -476,6 +476,60 @@ TEST(CentralSpans, AnUncachedAllocationTakesExactlyOneObject) {
   }
 }
 
+// A batch of addresses given straight to the spans (a thread cache of arrays freeing what it
+// built, InsertArrayToSpans) goes onto each span's list in the order of the array, objects[0]
+// handed out first, whatever runs of one span it makes; an object of another class in it goes
+// home to its own class; and the spans' counts come back exactly: every span emptied is gone.
+TEST(CentralSpans, AnArrayGivenToTheSpansComesOutInItsOrder) {
+  constexpr std::size_t kSize = 512, kStraySize = 32;          // a span and a half fit in a batch
+  tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(kSize));  // the allocator set up
+  tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(kStraySize));
+  const auto cl = static_cast<std::uint32_t>(SizeToClass(kSize));
+  const auto stray_cl = static_cast<std::uint32_t>(SizeToClass(kStraySize));
+  CentralFreeList& central = G().central[cl];
+  CentralFreeList& stray_central = G().central[stray_cl];
+  const int per_span = static_cast<int>(kClasses[cl].objects);
+  ASSERT_LT(per_span + 16, kMaxBatch);
+  tierpool_thread_flush();
+  tierpool_release_free_memory();
+  const std::size_t spans_before = tierpool::GetStats().spans_in_use;
+  // A span and a half, taken one object at a time: whole spans carved in address order.
+  std::vector<void*> taken;
+  for (int i = 0; i < per_span + per_span / 2; ++i) {
+    taken.push_back(central.RemoveOne());
+    ASSERT_NE(taken.back(), nullptr);
+  }
+  // Given back as runs of several spans: the first span's second half, the second span's
+  // objects but its last (which keeps that span out of the page heap), the first span's first
+  // half; a stray in the middle.
+  void* kept = taken.back();
+  taken.pop_back();
+  std::vector<void*> array(taken.begin() + per_span / 2, taken.end());
+  array.insert(array.end(), taken.begin(), taken.begin() + per_span / 2);
+  void* stray = stray_central.RemoveOne();
+  ASSERT_NE(stray, nullptr);
+  array.insert(array.begin() + static_cast<std::ptrdiff_t>(array.size() / 2), stray);
+  const std::size_t stray_out = stray_central.OutObjects();
+  const std::size_t out_before = central.OutObjects();
+  central.InsertArrayToSpans(array.data(), static_cast<int>(array.size()));
+  EXPECT_EQ(central.OutObjects(), out_before - taken.size());
+  EXPECT_EQ(stray_central.OutObjects(), stray_out - 1) << "the stray did not go home";
+  // The first span emptied and went to the page heap; the second holds its objects again, in
+  // the array's order (each one the head of the list before it).
+  std::vector<void*> second_span(taken.begin() + per_span, taken.end());
+  for (std::size_t i = 0; i < second_span.size(); ++i) {
+    void* again = central.RemoveOne();
+    ASSERT_EQ(again, second_span[i]) << "object " << i << " of the second span";
+  }
+  second_span.push_back(kept);
+  for (void* object : second_span) {
+    StoreNext(object, nullptr);
+    central.InsertRange(object, nullptr, 1);
+  }
+  tierpool_release_free_memory();
+  EXPECT_EQ(tierpool::GetStats().spans_in_use, spans_before);
+}
+
 // Allocates twice `budget` bytes of `size`-byte objects, then frees them all, in order.
 void ChurnTwiceTheBudget(std::size_t size, std::int64_t budget) {
   std::vector<void*> live(static_cast<std::size_t>(2 * budget) / size);
