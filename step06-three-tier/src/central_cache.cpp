@@ -323,8 +323,8 @@ void CentralFreeList::ReadBatch(void* first, void* second, int n, ReadObjects& o
                                 void** strays) const {
   const std::uintptr_t cap = ItemsPerNode(object_size_);
   void* cursor[2] = {first, second};  // nodes k and k + 1 (kAhead 2), or node k; tagged
-  // Written from the back: the batch's first object ends last in the array, and is the last
-  // pushed on its span's list, so the first handed out again from it (ReleaseRunLocked).
+  // Written from the back, so that the array is in the order the objects are to be handed out
+  // again (ReleaseReadLocked): the batch's first object last.
   int left = n;
   for (std::size_t k = 0; left > 0; ++k) {
     void* tagged = cursor[k % kAhead];
@@ -374,10 +374,12 @@ void CentralFreeList::FindSpans(ReadObjects& out, void** strays) const {
   out.kept = kept;
 }
 
-// Pushes each object read on its span's list, a run of objects of one span at a time; spans whose
-// objects have all come back are chained on *emptied, for the page heap after the lock.
-// `parked`: the objects were counted free here when their batch was parked (strays included,
-// which are their own class's now).
+// Pushes each object read on its span's list, a run of objects of one span at a time, the last
+// run first: each span's list then starts with its objects in the array's order (read.objects[0]
+// handed out first), the span of read.objects[0] is the first of the class's spans, and spans whose
+// objects have all come back are chained on *emptied, for the page heap after the lock: all as
+// if each object had been pushed alone, from the last to the first. `parked`: the objects were
+// counted free here when their batch was parked (strays included, their own class's now).
 void CentralFreeList::ReleaseReadLocked(const ReadObjects& read, bool parked, Span** emptied,
                                         bool to_back) {
   if (!parked) {
@@ -388,10 +390,10 @@ void CentralFreeList::ReleaseReadLocked(const ReadObjects& read, bool parked, Sp
     free_objects_.fetch_sub(strays, std::memory_order_relaxed);
     out_objects_.fetch_add(strays, std::memory_order_relaxed);
   }
-  for (int i = 0, end; i < read.kept; i = end) {
-    for (end = i + 1; end < read.kept && read.spans[end] == read.spans[i];)
-      ++end;
-    ReleaseRunLocked(read.objects + i, end - i, read.spans[i], emptied, to_back);
+  for (int end = read.kept, begin; end > 0; end = begin) {
+    for (begin = end - 1; begin > 0 && read.spans[begin - 1] == read.spans[end - 1];)
+      --begin;
+    ReleaseRunLocked(read.objects + begin, end - begin, read.spans[begin], emptied, to_back);
   }
 }
 
@@ -423,21 +425,30 @@ void CentralFreeList::ReleaseReadToSpans(const ReadObjects& read, void* strays, 
   ReturnStrays(strays);
 }
 
-// `count` objects of `span` onto its list, in their order: objects[0] at the head, handed out
-// first (or, `to_back`, at its back, after everything else there). Each object is written once,
-// in the order of the array, and the span's fields once for the run.
+// `count` objects of `span` onto its list: at its head, objects[0] handed out first, or, with
+// `to_back`, at its back, after everything else there, objects[count - 1] first (the order
+// pushing them one at a time from the last gives). Each object is written once, and the span's
+// fields once for the run.
 void CentralFreeList::ReleaseRunLocked(void* const* objects, int count, Span* span, Span** emptied,
                                        bool to_back) {
-  for (int i = 0; i + 1 < count; ++i)
-    StoreNext(objects[i], objects[i + 1]);
-  void* const last = objects[count - 1];
-  if (to_back && span->free_list != nullptr) {
-    StoreNext(last, nullptr);
-    StoreNext(span->free_tail, objects[0]);
-    span->free_tail = last;
+  if (to_back) {
+    int i = count - 1;
+    if (span->free_list == nullptr) {
+      StoreNext(objects[i], nullptr);
+      span->free_list = span->free_tail = objects[i--];
+    }
+    void* tail = span->free_tail;
+    for (; i >= 0; --i) {
+      StoreNext(tail, objects[i]);
+      tail = objects[i];
+    }
+    StoreNext(tail, nullptr);
+    span->free_tail = tail;
   } else {
-    if (span->free_list == nullptr) span->free_tail = last;
-    StoreNext(last, span->free_list);
+    for (int i = 0; i + 1 < count; ++i)
+      StoreNext(objects[i], objects[i + 1]);
+    if (span->free_list == nullptr) span->free_tail = objects[count - 1];
+    StoreNext(objects[count - 1], span->free_list);
     span->free_list = objects[0];
   }
   span->allocated -= static_cast<std::uint32_t>(count);

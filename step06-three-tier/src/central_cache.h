@@ -11,9 +11,10 @@
 // of a transfer slot: one lock, no object touched. Anything else (a partial batch, or slots full /
 // empty) goes through the spans: each object returned is pushed on its span's list (a page map
 // lookup for each page its objects lie on, the span's record written once for each run of its
-// objects), and a span whose objects have all come back goes to the page heap. A batch of
-// neighbours a thread cache of arrays frees comes as addresses (InsertArrayToSpans). Fresh spans
-// are carved lazily, so their pages are touched only when used.
+// objects), and a span whose objects have all come back goes to the page heap. A batch a thread
+// cache of arrays sends straight to the spans (its own neighbours, an idle list) comes as
+// addresses (InsertArrayToSpans). Fresh spans are carved lazily, so their pages are touched only
+// when used.
 #pragma once
 
 #include <atomic>
@@ -81,9 +82,9 @@ class alignas(64) CentralFreeList {
   // Takes back a batch straight to its spans, never parked: a thread cache that gives back what
   // it does not use wants its spans emptied, for the page heap (ThreadCache::ReleaseIdleLists).
   void InsertToSpans(void* first, void* second, int n);
-  // The same for a thread cache of arrays: the objects' addresses, objects[0] to be handed out
-  // first of those on its span (as from a batch built from them). No object is read, and each is
-  // written once, with its link on its span's list. n <= kMaxBatch.
+  // The same for a thread cache of arrays: the objects' addresses, each span's objects handed
+  // out again in the array's order (as from a batch built from them). No object is read, and
+  // each is written once, with its link on its span's list. n <= kMaxBatch.
   void InsertArrayToSpans(void* const* objects, int n);
   // Bytes of the spans this thread's refills took from pages with no memory behind them (never
   // touched, or given back to the OS): what the resident set grew by for this thread. The

@@ -438,10 +438,11 @@ void ThreadCache::MakeRoom(std::uint32_t cl) {
 // Gives the n objects a list would hand out first to the central cache, in batches, each an
 // unrolled list of its own.
 //
-// An array: its top objects, made nodes again, cap + 1 objects a node: the first of a group
-// handed out (the top) is its node's last item, the last the node itself, so that the batch
-// hands them out in the array's order. Each node is written (its items and link); the items are
-// not (but for the hardened mode's mark, an encoded null in their first word).
+// An array: its top objects. A batch for the spans goes as addresses (InsertArrayToSpans); one
+// for a transfer slot is made nodes again, cap + 1 objects a node: the first of a group handed
+// out (the top) is its node's last item, the last the node itself, so that the batch hands them
+// out in the array's order. Each node is written (its items and link); the items are not (but
+// for the hardened mode's mark, an encoded null in their first word).
 //
 // A list: its first nodes, whole, and where the batch ends inside a node, that node's last
 // items, one of them made a node holding the others. Only the nodes are read (their links), and

@@ -12,9 +12,10 @@
 // arrived: when a program's sizes jump from class to class at every call, the unrolled list's
 // "items left in this node?" was a guess, and this has none. Each array is a chunk of 2^k slots
 // from the cache's SlotArena, moved to a bigger chunk when the limit outgrows it (a slow path).
-// Between the tiers objects still travel as unrolled lists (CentralFreeList): a refill spreads
-// a batch's nodes into the array (FetchFromCentral), a release makes the array's top objects
-// nodes again (ReleaseToCentral).
+// Between the tiers a parked batch still travels as an unrolled list (CentralFreeList): a refill
+// spreads its nodes into the array (FetchFromCentral), a release makes the array's top objects
+// nodes again for a transfer slot (ReleaseToCentral). From and to the spans objects travel as
+// addresses (RemoveRangeTo, InsertArrayToSpans).
 //
 // The rungs below the last keep each class's free objects as a list threaded through them:
 //

@@ -477,11 +477,13 @@ TEST(CentralSpans, AnUncachedAllocationTakesExactlyOneObject) {
 }
 
 // A batch of addresses given straight to the spans (a thread cache of arrays freeing what it
-// built, InsertArrayToSpans) goes onto each span's list in the order of the array, objects[0]
-// handed out first, whatever runs of one span it makes; an object of another class in it goes
-// home to its own class; and the spans' counts come back exactly: every span emptied is gone.
+// built, InsertArrayToSpans) goes onto the spans' lists as if each object were pushed alone,
+// from the last to the first: each span hands its objects out again in the array's order, even
+// a span whose objects come in two runs apart, and the span of the array's first object is the
+// first handed out from; an object of another class in the array goes home to its own class; and
+// a span whose objects are all back goes to the page heap.
 TEST(CentralSpans, AnArrayGivenToTheSpansComesOutInItsOrder) {
-  constexpr std::size_t kSize = 512, kStraySize = 32;          // a span and a half fit in a batch
+  constexpr std::size_t kSize = 512, kStraySize = 32;
   tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(kSize));  // the allocator set up
   tierpool::ConcurrentFree(tierpool::ConcurrentAlloc(kStraySize));
   const auto cl = static_cast<std::uint32_t>(SizeToClass(kSize));
@@ -489,40 +491,48 @@ TEST(CentralSpans, AnArrayGivenToTheSpansComesOutInItsOrder) {
   CentralFreeList& central = G().central[cl];
   CentralFreeList& stray_central = G().central[stray_cl];
   const int per_span = static_cast<int>(kClasses[cl].objects);
-  ASSERT_LT(per_span + 16, kMaxBatch);
   tierpool_thread_flush();
-  tierpool_release_free_memory();
+  tierpool_release_free_memory();  // no span of the class left in its list: both carved below
   const std::size_t spans_before = tierpool::GetStats().spans_in_use;
-  // A span and a half, taken one object at a time: whole spans carved in address order.
-  std::vector<void*> taken;
-  for (int i = 0; i < per_span + per_span / 2; ++i) {
-    taken.push_back(central.RemoveOne());
-    ASSERT_NE(taken.back(), nullptr);
+  const auto span_of = [](void* object) {
+    return page_map.Get(reinterpret_cast<std::uintptr_t>(object) >> kPageShift);
+  };
+  // Two spans, taken one object at a time: A whole, then B.
+  std::vector<void*> a, b;
+  for (int i = 0; i < 2 * per_span; ++i) {
+    void* object = central.RemoveOne();
+    ASSERT_NE(object, nullptr);
+    (i < per_span ? a : b).push_back(object);
   }
-  // Given back as runs of several spans: the first span's second half, the second span's
-  // objects but its last (which keeps that span out of the page heap), the first span's first
-  // half; a stray in the middle.
-  void* kept = taken.back();
-  taken.pop_back();
-  std::vector<void*> array(taken.begin() + per_span / 2, taken.end());
-  array.insert(array.end(), taken.begin(), taken.begin() + per_span / 2);
+  ASSERT_EQ(span_of(a.front()), span_of(a.back()));
+  ASSERT_EQ(span_of(b.front()), span_of(b.back()));
+  ASSERT_NE(span_of(a.front()), span_of(b.front()));
+  // Given back: A's second half, B's objects with a stray among them, A's first half but its
+  // first object (A stays out of the page heap, its list to be looked at). B empties.
+  const int half = per_span / 2;
+  std::vector<void*> array(a.begin() + half, a.end());
+  array.insert(array.end(), b.begin(), b.begin() + half);
   void* stray = stray_central.RemoveOne();
   ASSERT_NE(stray, nullptr);
-  array.insert(array.begin() + static_cast<std::ptrdiff_t>(array.size() / 2), stray);
+  array.push_back(stray);
+  array.insert(array.end(), b.begin() + half, b.end());
+  array.insert(array.end(), a.begin() + 1, a.begin() + half);
+  ASSERT_LE(array.size(), static_cast<std::size_t>(kMaxBatch));
   const std::size_t stray_out = stray_central.OutObjects();
   const std::size_t out_before = central.OutObjects();
   central.InsertArrayToSpans(array.data(), static_cast<int>(array.size()));
-  EXPECT_EQ(central.OutObjects(), out_before - taken.size());
+  EXPECT_EQ(central.OutObjects(), out_before - (array.size() - 1));
   EXPECT_EQ(stray_central.OutObjects(), stray_out - 1) << "the stray did not go home";
-  // The first span emptied and went to the page heap; the second holds its objects again, in
-  // the array's order (each one the head of the list before it).
-  std::vector<void*> second_span(taken.begin() + per_span, taken.end());
-  for (std::size_t i = 0; i < second_span.size(); ++i) {
+  EXPECT_EQ(tierpool::GetStats().spans_in_use, spans_before + 1) << "B did not go, or A did";
+  // A's list: its second half, then its first half, as they lie in the array.
+  std::vector<void*> expected(a.begin() + half, a.end());
+  expected.insert(expected.end(), a.begin() + 1, a.begin() + half);
+  for (std::size_t i = 0; i < expected.size(); ++i) {
     void* again = central.RemoveOne();
-    ASSERT_EQ(again, second_span[i]) << "object " << i << " of the second span";
+    ASSERT_EQ(again, expected[i]) << "object " << i << " of A's list";
   }
-  second_span.push_back(kept);
-  for (void* object : second_span) {
+  expected.push_back(a.front());
+  for (void* object : expected) {
     StoreNext(object, nullptr);
     central.InsertRange(object, nullptr, 1);
   }
@@ -691,7 +701,8 @@ TEST(ThreadCacheIdle, AnIdleListGoesBackWhenTheResidentSetGrows) {
 #if !TIERPOOL_HARDENED
 // The same look when the idle list holds blocks of another class, freed with a wrong size
 // (undefined behaviour the hardened build aborts on; a release build must still lose nothing): the
-// list goes past the transfer slots to the spans (InsertToSpans), each block to its own span, and
+// list goes past the transfer slots to the spans (InsertToSpans; a cache of arrays,
+// InsertArrayToSpans), each block to its own span, and
 // once everything is freed and given back every count is where it was.
 TEST(ThreadCacheIdle, WrongSizedBlocksInAnIdleListGoHomeCountedOnce) {
   tierpool_thread_flush();  // the counts below are of every cache: this thread's is empty
